@@ -1,0 +1,26 @@
+import { OUTBOX_HANDLER_METADATA } from '../outbox.constants';
+import type { OutboxHandlerOptions } from '../interfaces/outbox-message.interface';
+
+export interface OutboxHandlerMetadata {
+  topic: string;
+  options: OutboxHandlerOptions;
+}
+
+/**
+ * Marks a provider method as a handler of `topic` (stack the decorator for several topics). The
+ * method receives an `OutboxMessage`; throwing means "failed, retry later", throwing
+ * `OutboxNonRetryableError` dead-letters the event.
+ */
+export function OutboxHandler(topic: string, options: OutboxHandlerOptions = {}): MethodDecorator {
+  return (_target, _key, descriptor: PropertyDescriptor) => {
+    const existing: OutboxHandlerMetadata[] = Reflect.getMetadata(OUTBOX_HANDLER_METADATA, descriptor.value) ?? [];
+    Reflect.defineMetadata(OUTBOX_HANDLER_METADATA, [...existing, { topic, options }], descriptor.value);
+    return descriptor;
+  };
+}
+
+/** The one accessor of handler metadata (STYLE rule 5). */
+export function getOutboxHandlerMetadata(method: unknown): OutboxHandlerMetadata[] {
+  if (typeof method !== 'function') return [];
+  return Reflect.getMetadata(OUTBOX_HANDLER_METADATA, method) ?? [];
+}

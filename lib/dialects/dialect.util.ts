@@ -1,0 +1,40 @@
+import type { OutboxStatus, StoredEvent } from './outbox-dialect.interface';
+
+export function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+export function indexNames(table: string) {
+  return { claim: `${table}_claim_idx`, dedupe: `${table}_dedupe_idx` };
+}
+
+function parseJson(value: unknown): unknown {
+  return typeof value === 'string' ? JSON.parse(value) : value;
+}
+
+function toDate(value: unknown): Date {
+  return value instanceof Date ? value : new Date(String(value));
+}
+
+/** Decodes a raw row; JSON and time columns may arrive as text (SQLite) or already parsed (PostgreSQL). */
+export function decodeRow(row: Record<string, unknown>): StoredEvent {
+  return {
+    id: String(row.id),
+    topic: String(row.topic),
+    key: (row.key as string | null) ?? null,
+    dedupeKey: (row.dedupe_key as string | null) ?? null,
+    payload: parseJson(row.payload),
+    headers: (parseJson(row.headers) as Record<string, string>) ?? {},
+    status: row.status as OutboxStatus,
+    attempts: Number(row.attempts),
+    availableAt: toDate(row.available_at),
+    claimToken: (row.claim_token as string | null) ?? null,
+    completedHandlers: (parseJson(row.completed_handlers) as string[]) ?? [],
+    lastError: (row.last_error as string | null) ?? null,
+    createdAt: toDate(row.created_at),
+    processedAt: row.processed_at == null ? null : toDate(row.processed_at),
+  };
+}
+
+export const LEASE_EXPIRED_ON_LAST_ATTEMPT =
+  'did not finish before its lease expired (the worker stopped, crashed or was too slow)';

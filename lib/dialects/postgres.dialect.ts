@@ -1,0 +1,146 @@
+import type { FailureUpdate, OutboxDialect } from './outbox-dialect.interface';
+import { decodeRow, indexNames, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
+import type { ValidatedEvent } from '../outbox.validation';
+
+const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
+
+/**
+ * PostgreSQL 13+: `timestamptz` and `jsonb`, a partial index on claimable rows, and a claim that is one
+ * statement — a `FOR UPDATE SKIP LOCKED` selection feeding `UPDATE … RETURNING` — so concurrent workers
+ * never wait for each other and never take the same row.
+ */
+export class PostgresDialect implements OutboxDialect {
+  readonly name = 'postgres';
+  readonly maxParameters = 65_535;
+
+  createSchema(table: string): string[] {
+    const t = quoteIdent(table);
+    const idx = indexNames(table);
+    return [
+      `CREATE TABLE ${t} (
+        "id" uuid NOT NULL PRIMARY KEY,
+        "topic" varchar(128) NOT NULL,
+        "key" varchar(255),
+        "dedupe_key" varchar(255),
+        "payload" jsonb NOT NULL,
+        "headers" jsonb NOT NULL DEFAULT '{}'::jsonb,
+        "status" varchar(16) NOT NULL DEFAULT 'pending' CHECK ("status" IN ('pending', 'delivered', 'dead')),
+        "attempts" integer NOT NULL DEFAULT 0,
+        "available_at" timestamptz NOT NULL DEFAULT now(),
+        "claim_token" uuid,
+        "completed_handlers" jsonb NOT NULL DEFAULT '[]'::jsonb,
+        "last_error" text,
+        "created_at" timestamptz NOT NULL DEFAULT now(),
+        "processed_at" timestamptz
+      )`,
+      `CREATE INDEX ${quoteIdent(idx.claim)} ON ${t} ("available_at", "id") WHERE "status" = 'pending'`,
+      `CREATE UNIQUE INDEX ${quoteIdent(idx.dedupe)} ON ${t} ("dedupe_key") WHERE "dedupe_key" IS NOT NULL`,
+    ];
+  }
+
+  dropSchema(table: string): string[] {
+    return [`DROP TABLE ${quoteIdent(table)}`];
+  }
+
+  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>) {
+    const params: unknown[] = [];
+    const values = rows.map(({ id, event }) => {
+      const n = params.length;
+      params.push(
+        id,
+        event.topic,
+        event.key,
+        event.dedupeKey,
+        event.payloadJson,
+        event.headersJson,
+        event.availableAt ? event.availableAt.toISOString() : null,
+        event.delayMs,
+      );
+      return (
+        `($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}::jsonb, $${n + 6}::jsonb, ` +
+        `COALESCE($${n + 7}::timestamptz, now() + $${n + 8}::bigint * interval '1 millisecond'))`
+      );
+    });
+    return {
+      sql:
+        `INSERT INTO ${quoteIdent(table)} ("id", "topic", "key", "dedupe_key", "payload", "headers", "available_at") ` +
+        `VALUES ${values.join(', ')} ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING`,
+      params,
+    };
+  }
+
+  selectByDedupeKeys(table: string, keys: string[]) {
+    return {
+      sql: `SELECT * FROM ${quoteIdent(table)} WHERE "dedupe_key" = ANY($1::varchar[])`,
+      params: [keys],
+    };
+  }
+
+  claim(table: string, a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number }) {
+    const t = quoteIdent(table);
+    const spent = `o."attempts" >= $4::int`;
+    return {
+      sql: `WITH picked AS (
+          SELECT "id" FROM ${t}
+          WHERE "status" = 'pending' AND "available_at" <= now()
+          ORDER BY "available_at", "id"
+          LIMIT $1
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE ${t} AS o SET
+          "attempts" = CASE WHEN ${spent} THEN o."attempts" ELSE o."attempts" + 1 END,
+          "claim_token" = CASE WHEN ${spent} THEN NULL ELSE $2::uuid END,
+          "available_at" = CASE WHEN ${spent} THEN o."available_at" ELSE now() + $3::bigint * interval '1 millisecond' END,
+          "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
+          "processed_at" = CASE WHEN ${spent} THEN now() ELSE NULL END,
+          "last_error" = CASE WHEN ${spent}
+            THEN 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'
+            ELSE o."last_error" END
+        FROM picked
+        WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()
+        RETURNING o.*`,
+      params: [a.batchSize, a.token, a.leaseMs, a.maxAttempts],
+    };
+  }
+
+  acknowledge(table: string, id: string, token: string, completedHandlers: string[]) {
+    return {
+      sql:
+        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = now(), ` +
+        `"completed_handlers" = $3::jsonb WHERE "id" = $1 AND ${LIVE_LEASE}`,
+      params: [id, token, JSON.stringify(completedHandlers)],
+    };
+  }
+
+  fail(table: string, id: string, token: string, u: FailureUpdate) {
+    return {
+      sql:
+        `UPDATE ${quoteIdent(table)} SET ` +
+        `"status" = CASE WHEN $3::boolean THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
+        `"available_at" = CASE WHEN $3::boolean THEN "available_at" ELSE now() + $4::bigint * interval '1 millisecond' END, ` +
+        `"processed_at" = CASE WHEN $3::boolean THEN now() ELSE NULL END, ` +
+        `"last_error" = $5, "completed_handlers" = $6::jsonb WHERE "id" = $1 AND ${LIVE_LEASE}`,
+      params: [id, token, u.deadLetter, u.retryDelayMs, u.error, JSON.stringify(u.completedHandlers)],
+    };
+  }
+
+  release(table: string, id: string, token: string, uncount: boolean) {
+    return {
+      sql:
+        `UPDATE ${quoteIdent(table)} SET "claim_token" = NULL, "available_at" = now(), ` +
+        `"attempts" = "attempts" - $3::int WHERE "id" = $1 AND ${LIVE_LEASE}`,
+      params: [id, token, uncount ? 1 : 0],
+    };
+  }
+
+  counts(table: string) {
+    return {
+      sql:
+        `SELECT "status", ("claim_token" IS NOT NULL AND "available_at" > now()) AS "in_flight", count(*) AS "n" ` +
+        `FROM ${quoteIdent(table)} GROUP BY 1, 2`,
+      params: [],
+    };
+  }
+
+  decode = decodeRow;
+}

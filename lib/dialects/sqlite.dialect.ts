@@ -1,0 +1,162 @@
+import type { FailureUpdate, OutboxDialect } from './outbox-dialect.interface';
+import { decodeRow, indexNames, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
+import type { ValidatedEvent } from '../outbox.validation';
+
+/** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
+const NOW = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
+const NOW_PLUS = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)`;
+const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = ? AND "available_at" > ${NOW}`;
+
+/** An SQLite date modifier for `ms` milliseconds, e.g. `+1.500 seconds`. */
+export function sqliteOffset(ms: number): string {
+  return `${ms < 0 ? '-' : '+'}${(Math.abs(ms) / 1000).toFixed(3)} seconds`;
+}
+
+/**
+ * SQLite (3.35+, for RETURNING): timestamps are TEXT in exactly one layout, so comparing strings
+ * compares instants; JSON is TEXT. Writes are serialised by SQLite itself; within the process the
+ * worker's statements pass through the connection gate (see sqlite-connection-gate.ts).
+ */
+export class SqliteDialect implements OutboxDialect {
+  readonly name = 'sqlite';
+  readonly maxParameters = 32_766;
+
+  createSchema(table: string): string[] {
+    const t = quoteIdent(table);
+    const idx = indexNames(table);
+    return [
+      `CREATE TABLE ${t} (
+        "id" varchar(36) NOT NULL PRIMARY KEY,
+        "topic" varchar(128) NOT NULL,
+        "key" varchar(255),
+        "dedupe_key" varchar(255),
+        "payload" text NOT NULL,
+        "headers" text NOT NULL DEFAULT '{}',
+        "status" varchar(16) NOT NULL DEFAULT 'pending' CHECK ("status" IN ('pending', 'delivered', 'dead')),
+        "attempts" integer NOT NULL DEFAULT 0,
+        "available_at" varchar(24) NOT NULL DEFAULT (${NOW}),
+        "claim_token" varchar(36),
+        "completed_handlers" text NOT NULL DEFAULT '[]',
+        "last_error" text,
+        "created_at" varchar(24) NOT NULL DEFAULT (${NOW}),
+        "processed_at" varchar(24)
+      )`,
+      `CREATE INDEX ${quoteIdent(idx.claim)} ON ${t} ("available_at", "id") WHERE "status" = 'pending'`,
+      `CREATE UNIQUE INDEX ${quoteIdent(idx.dedupe)} ON ${t} ("dedupe_key") WHERE "dedupe_key" IS NOT NULL`,
+    ];
+  }
+
+  dropSchema(table: string): string[] {
+    return [`DROP TABLE ${quoteIdent(table)}`];
+  }
+
+  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>) {
+    const params: unknown[] = [];
+    const values = rows.map(({ id, event }) => {
+      params.push(
+        id,
+        event.topic,
+        event.key,
+        event.dedupeKey,
+        event.payloadJson,
+        event.headersJson,
+        event.availableAt ? event.availableAt.toISOString() : null,
+        sqliteOffset(event.delayMs),
+      );
+      return `(?, ?, ?, ?, ?, ?, COALESCE(?, ${NOW_PLUS}))`;
+    });
+    return {
+      sql:
+        `INSERT INTO ${quoteIdent(table)} ("id", "topic", "key", "dedupe_key", "payload", "headers", "available_at") ` +
+        `VALUES ${values.join(', ')} ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING`,
+      params,
+    };
+  }
+
+  selectByDedupeKeys(table: string, keys: string[]) {
+    return {
+      sql: `SELECT * FROM ${quoteIdent(table)} WHERE "dedupe_key" IN (${keys.map(() => '?').join(', ')})`,
+      params: keys,
+    };
+  }
+
+  claim(table: string, a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number }) {
+    const t = quoteIdent(table);
+    const spent = `"attempts" >= ?`;
+    // The statement starts with WITH rather than UPDATE on purpose: TypeORM's sqlite3 runner executes
+    // statements that start with "UPDATE " through run(), which drops the RETURNING rows.
+    return {
+      sql: `WITH picked AS (
+          SELECT "id" FROM ${t}
+          WHERE "status" = 'pending' AND "available_at" <= ${NOW}
+          ORDER BY "available_at", "id"
+          LIMIT ?
+        )
+        UPDATE ${t} SET
+          "attempts" = CASE WHEN ${spent} THEN "attempts" ELSE "attempts" + 1 END,
+          "claim_token" = CASE WHEN ${spent} THEN NULL ELSE ? END,
+          "available_at" = CASE WHEN ${spent} THEN "available_at" ELSE ${NOW_PLUS} END,
+          "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
+          "processed_at" = CASE WHEN ${spent} THEN ${NOW} ELSE NULL END,
+          "last_error" = CASE WHEN ${spent}
+            THEN 'attempt ' || "attempts" || ' of ' || ? || ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'
+            ELSE "last_error" END
+        WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${NOW}
+        RETURNING *`,
+      params: [
+        a.batchSize,
+        a.maxAttempts,
+        a.maxAttempts,
+        a.token,
+        a.maxAttempts,
+        sqliteOffset(a.leaseMs),
+        a.maxAttempts,
+        a.maxAttempts,
+        a.maxAttempts,
+        a.maxAttempts,
+      ],
+    };
+  }
+
+  acknowledge(table: string, id: string, token: string, completedHandlers: string[]) {
+    return {
+      sql:
+        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = ${NOW}, ` +
+        `"completed_handlers" = ? WHERE "id" = ? AND ${LIVE_LEASE}`,
+      params: [JSON.stringify(completedHandlers), id, token],
+    };
+  }
+
+  fail(table: string, id: string, token: string, u: FailureUpdate) {
+    const dead = u.deadLetter ? 1 : 0;
+    return {
+      sql:
+        `UPDATE ${quoteIdent(table)} SET ` +
+        `"status" = CASE WHEN ? THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
+        `"available_at" = CASE WHEN ? THEN "available_at" ELSE ${NOW_PLUS} END, ` +
+        `"processed_at" = CASE WHEN ? THEN ${NOW} ELSE NULL END, ` +
+        `"last_error" = ?, "completed_handlers" = ? WHERE "id" = ? AND ${LIVE_LEASE}`,
+      params: [dead, dead, sqliteOffset(u.retryDelayMs), dead, u.error, JSON.stringify(u.completedHandlers), id, token],
+    };
+  }
+
+  release(table: string, id: string, token: string, uncount: boolean) {
+    return {
+      sql:
+        `UPDATE ${quoteIdent(table)} SET "claim_token" = NULL, "available_at" = ${NOW}, ` +
+        `"attempts" = "attempts" - ? WHERE "id" = ? AND ${LIVE_LEASE}`,
+      params: [uncount ? 1 : 0, id, token],
+    };
+  }
+
+  counts(table: string) {
+    return {
+      sql:
+        `SELECT "status", ("claim_token" IS NOT NULL AND "available_at" > ${NOW}) AS "in_flight", count(*) AS "n" ` +
+        `FROM ${quoteIdent(table)} GROUP BY 1, 2`,
+      params: [],
+    };
+  }
+
+  decode = decodeRow;
+}

@@ -1,0 +1,76 @@
+import { Column, Entity, PrimaryColumn, type ValueTransformer } from 'typeorm';
+import { DEFAULT_TABLE_NAME } from '../outbox.constants';
+import { validateTableName } from '../outbox.options';
+import type { OutboxStatus } from '../dialects/outbox-dialect.interface';
+
+/** JSON columns are `jsonb` on PostgreSQL and TEXT on SQLite; read them the same way on both. */
+const json: ValueTransformer = {
+  to: (value: unknown) => (value === undefined ? value : JSON.stringify(value)),
+  from: (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value),
+};
+/** Times are `timestamptz` on PostgreSQL and ISO-8601 TEXT on SQLite. */
+const time: ValueTransformer = {
+  to: (value: unknown) => (value instanceof Date ? value.toISOString() : value),
+  from: (value: unknown) => (value == null || value instanceof Date ? value : new Date(String(value))),
+};
+
+/** Shape of an outbox row as read through TypeORM. */
+export interface OutboxEventRecord {
+  id: string;
+  topic: string;
+  key: string | null;
+  dedupeKey: string | null;
+  payload: unknown;
+  headers: Record<string, string>;
+  status: OutboxStatus;
+  attempts: number;
+  availableAt: Date;
+  claimToken: string | null;
+  completedHandlers: string[];
+  lastError: string | null;
+  createdAt: Date;
+  processedAt: Date | null;
+}
+
+export type OutboxEventEntityClass = new () => OutboxEventRecord;
+
+const entities = new Map<string, OutboxEventEntityClass>();
+
+/**
+ * The entity class of an outbox table, one class per table name (so the module and your `entities`
+ * list share it). The schema belongs to `OutboxMigration` / `createOutboxMigration()`: the entity is
+ * excluded from `synchronize` so TypeORM never alters the table behind the migration's back, and its
+ * column types are the portable ones TypeORM accepts on every database. Read rows with it; write
+ * through `OutboxService`.
+ */
+export function createOutboxEntity(tableName: string = DEFAULT_TABLE_NAME): OutboxEventEntityClass {
+  validateTableName(tableName);
+  const existing = entities.get(tableName);
+  if (existing) return existing;
+
+  @Entity({ name: tableName, synchronize: false })
+  class OutboxEvent implements OutboxEventRecord {
+    @PrimaryColumn({ type: 'varchar', length: 36 }) id!: string;
+    @Column({ type: 'varchar', length: 128 }) topic!: string;
+    @Column({ type: 'varchar', length: 255, nullable: true }) key!: string | null;
+    @Column({ name: 'dedupe_key', type: 'varchar', length: 255, nullable: true }) dedupeKey!: string | null;
+    @Column({ type: 'text', transformer: json }) payload!: unknown;
+    @Column({ type: 'text', transformer: json }) headers!: Record<string, string>;
+    @Column({ type: 'varchar', length: 16 }) status!: OutboxStatus;
+    @Column({ type: 'integer' }) attempts!: number;
+    @Column({ name: 'available_at', type: 'varchar', transformer: time }) availableAt!: Date;
+    @Column({ name: 'claim_token', type: 'varchar', length: 36, nullable: true }) claimToken!: string | null;
+    @Column({ name: 'completed_handlers', type: 'text', transformer: json }) completedHandlers!: string[];
+    @Column({ name: 'last_error', type: 'text', nullable: true }) lastError!: string | null;
+    @Column({ name: 'created_at', type: 'varchar', transformer: time }) createdAt!: Date;
+    @Column({ name: 'processed_at', type: 'varchar', nullable: true, transformer: time }) processedAt!: Date | null;
+  }
+  const named = tableName === DEFAULT_TABLE_NAME ? 'OutboxEventEntity' : `OutboxEventEntity_${tableName}`;
+  Object.defineProperty(OutboxEvent, 'name', { value: named });
+  entities.set(tableName, OutboxEvent);
+  return OutboxEvent;
+}
+
+/** The entity of the default `outbox_event` table. */
+export const OutboxEventEntity = createOutboxEntity();
+export type OutboxEventEntity = OutboxEventRecord;

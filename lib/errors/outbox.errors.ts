@@ -1,0 +1,85 @@
+/** Base class of every error this library throws on purpose. */
+export class OutboxError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** An option handed to `OutboxModule.forRoot()` / `forRootAsync()` is missing, mistyped or out of range. */
+export class OutboxConfigurationError extends OutboxError {
+  constructor(
+    /** Dotted path of the offending option, e.g. `worker.batchSize`. */
+    readonly option: string,
+    problem: string,
+  ) {
+    super(`Invalid outbox option "${option}": ${problem}`);
+  }
+}
+
+/** An argument of `publish()` / `publishMany()` is invalid. Nothing was written. */
+export class OutboxValidationError extends OutboxError {
+  constructor(
+    /** Which argument was wrong: `topic`, `key`, `payload`, `headers`, `dedupeKey`, `delayMs`, ... */
+    readonly field: string,
+    problem: string,
+  ) {
+    super(`Invalid outbox ${field}: ${problem}`);
+  }
+}
+
+/** The payload serialises to more bytes than the configured limit. Nothing was written. */
+export class OutboxPayloadTooLargeError extends OutboxValidationError {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      'payload',
+      `it serialises to ${bytes} bytes of JSON, over the limit of ${limit} bytes; ` +
+        'store large data elsewhere and publish a reference to it',
+    );
+  }
+}
+
+/**
+ * `publish()` found no active transaction. The event would not be atomic with the business change,
+ * so nothing was written.
+ */
+export class OutboxTransactionRequiredError extends OutboxError {
+  constructor(detail?: string) {
+    super(
+      'OutboxService.publish() must run inside a database transaction: ' +
+        (detail ??
+          'no transaction is active in the current context') +
+        '. Wrap the call in @Transactional() / TransactionHost.withTransaction() from @nestjs-cls/transactional, ' +
+        'or pass { manager } from dataSource.transaction(...).',
+    );
+  }
+}
+
+/** A `dedupeKey` was published again with a different topic, key, payload or headers. Nothing was written. */
+export class OutboxDedupeConflictError extends OutboxError {
+  constructor(
+    readonly dedupeKey: string,
+    readonly existingId: string,
+  ) {
+    super(
+      `An outbox event with dedupeKey "${dedupeKey}" already exists (id ${existingId}) with different content; ` +
+        'the original is kept. Use a new dedupe key for a different event.',
+    );
+  }
+}
+
+/**
+ * Throw this from an `@OutboxHandler()` to dead-letter the message at once, without further retries
+ * (for example when the payload can never be processed).
+ */
+export class OutboxNonRetryableError extends OutboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message);
+    if (options && 'cause' in options) {
+      (this as { cause?: unknown }).cause = options.cause;
+    }
+  }
+}

@@ -1,0 +1,37 @@
+export { OutboxModule } from './outbox.module';
+export type { OutboxModuleExtras } from './outbox.module-definition';
+export { OutboxService } from './outbox.service';
+export { OutboxWorker, type OutboxDrainResult } from './outbox.worker';
+export { OutboxHandler } from './decorators/outbox-handler.decorator';
+export {
+  OUTBOX_DEFAULTS,
+  type OutboxModuleOptions,
+  type OutboxRetryOptions,
+  type OutboxTransactionResolver,
+  type OutboxWorkerOptions,
+} from './outbox.options';
+export type {
+  OutboxCounts,
+  OutboxHandlerOptions,
+  OutboxMessage,
+  PublishManyItem,
+  PublishOptions,
+  PublishResult,
+} from './interfaces/outbox-message.interface';
+export type { OutboxTransport } from './interfaces/outbox-transport.interface';
+export {
+  OutboxEventEntity,
+  createOutboxEntity,
+  type OutboxEventEntityClass,
+  type OutboxEventRecord,
+} from './entities/outbox-event.entity';
+export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './migrations/outbox.migration';
+export {
+  OutboxConfigurationError,
+  OutboxDedupeConflictError,
+  OutboxError,
+  OutboxNonRetryableError,
+  OutboxPayloadTooLargeError,
+  OutboxTransactionRequiredError,
+  OutboxValidationError,
+} from './errors/outbox.errors';

@@ -1,0 +1,74 @@
+/** What a handler receives. */
+export interface OutboxMessage<T = unknown> {
+  /** The event id (UUIDv7). The same on every attempt: use it to drop duplicates. */
+  id: string;
+  topic: string;
+  /** Ordering / partition key given to `publish()`, or `null`. */
+  key: string | null;
+  payload: T;
+  headers: Record<string, string>;
+  /** 1 on the first try. */
+  attempt: number;
+  /** When the event was written, by the database clock. */
+  createdAt: Date;
+  /**
+   * Aborted when the handler's time is up or the application shuts down. Pass it to `fetch()` and
+   * similar calls so a timed-out attempt stops instead of running next to its retry.
+   */
+  signal: AbortSignal;
+}
+
+export interface OutboxHandlerOptions {
+  /**
+   * Stable name of this handler, recorded when it succeeds so a retry skips it. Default
+   * `ClassName.methodName`; set it before renaming a class or method that has events in flight.
+   */
+  name?: string;
+  /** Time limit of one call, in ms; shorter than `worker.leaseMs`. Default `worker.handlerTimeoutMs`. */
+  timeoutMs?: number;
+  /** Backoff bounds for this handler's failures; the largest among the failed handlers of an event is used. */
+  retry?: { initialDelayMs?: number; maxDelayMs?: number };
+}
+
+export type OutboxHandlerFn<T = unknown> = (message: OutboxMessage<T>) => Promise<void> | void;
+
+export interface PublishOptions {
+  /** Ordering / partition key (1–255 printable ASCII characters). */
+  key?: string;
+  /** Idempotent enqueue: the same key and content return the first event's id with `inserted: false`. */
+  dedupeKey?: string;
+  /** String map handed to handlers and transports. */
+  headers?: Record<string, string>;
+  /** Deliver no earlier than this many ms after the publishing statement, by the database clock. */
+  delayMs?: number;
+  /** Deliver no earlier than this instant. */
+  availableAt?: Date;
+  /** A TypeORM `EntityManager` of an active transaction; default: the ambient transaction. */
+  manager?: import('typeorm').EntityManager;
+}
+
+export interface PublishResult {
+  id: string;
+  /** `false` when an event with the same `dedupeKey` and content already existed. */
+  inserted: boolean;
+}
+
+export interface PublishManyItem<T = unknown> {
+  topic: string;
+  payload: T;
+  key?: string;
+  dedupeKey?: string;
+  headers?: Record<string, string>;
+  delayMs?: number;
+  availableAt?: Date;
+}
+
+/** Counts of the outbox table by state, by the database clock. */
+export interface OutboxCounts {
+  /** Waiting for their due time or a worker. */
+  pending: number;
+  /** Claimed by a worker whose lease has not expired. */
+  inFlight: number;
+  delivered: number;
+  dead: number;
+}

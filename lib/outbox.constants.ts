@@ -1,0 +1,12 @@
+/** Injection token of the resolved, validated options (see `resolveOutboxOptions`). */
+export const OUTBOX_OPTIONS = Symbol('outbox:options');
+/** Injection token of the raw options handed to forRoot / returned by the forRootAsync factory. */
+export const OUTBOX_RAW_OPTIONS = Symbol('outbox:raw-options');
+/** Injection token of the module-definition extras (table name, data source, global flag). */
+export const OUTBOX_EXTRAS = Symbol('outbox:extras');
+/** Injection token of the store (dialect SQL bound to the data source). */
+export const OUTBOX_STORE = Symbol('outbox:store');
+/** Metadata key that `@OutboxHandler()` writes on a method. */
+export const OUTBOX_HANDLER_METADATA = 'outbox:handler';
+
+export const DEFAULT_TABLE_NAME = 'outbox_event';

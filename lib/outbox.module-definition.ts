@@ -1,0 +1,47 @@
+import { ConfigurableModuleBuilder } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { OUTBOX_EXTRAS, OUTBOX_RAW_OPTIONS } from './outbox.constants';
+import type { OutboxModuleOptions } from './outbox.options';
+import { validateTableName } from './outbox.options';
+import { createOutboxEntity } from './entities/outbox-event.entity';
+
+/**
+ * Values that decide which providers and imports exist, so they must be known when the module is
+ * declared — also with forRootAsync, where they sit beside `useFactory`.
+ */
+export interface OutboxModuleExtras {
+  /** Make `OutboxService` injectable everywhere without importing the module again. Default `true`. */
+  isGlobal?: boolean;
+  tableName?: string;
+  dataSource?: string | DataSource;
+}
+
+export const {
+  ConfigurableModuleClass: OutboxConfigurableModuleClass,
+  ASYNC_OPTIONS_TYPE: OUTBOX_ASYNC_OPTIONS_TYPE,
+  OPTIONS_TYPE: OUTBOX_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<OutboxModuleOptions>({
+  moduleName: 'Outbox',
+  optionsInjectionToken: OUTBOX_RAW_OPTIONS,
+})
+  .setClassMethodName('forRoot')
+  .setExtras<OutboxModuleExtras>(
+    { isGlobal: true, tableName: undefined, dataSource: undefined },
+    (definition, extras) => {
+      const tableName = validateTableName(extras.tableName ?? 'outbox_event');
+      const dataSourceName = typeof extras.dataSource === 'string' ? extras.dataSource : undefined;
+      // Registering the entity through forFeature is what makes `autoLoadEntities: true` pick it up.
+      const entityImports =
+        typeof extras.dataSource === 'object'
+          ? []
+          : [TypeOrmModule.forFeature([createOutboxEntity(tableName)], dataSourceName)];
+      return {
+        ...definition,
+        global: extras.isGlobal,
+        imports: [...(definition.imports ?? []), ...entityImports],
+        providers: [...(definition.providers ?? []), { provide: OUTBOX_EXTRAS, useValue: extras }],
+      };
+    },
+  )
+  .build();

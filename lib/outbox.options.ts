@@ -1,0 +1,276 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { DEFAULT_TABLE_NAME } from './outbox.constants';
+import { OutboxConfigurationError } from './errors/outbox.errors';
+
+export interface OutboxWorkerOptions {
+  /** Schedule the polling worker in this process. `false` for API-only replicas. Default `true`. */
+  enabled?: boolean;
+  /** How often the worker looks for due events when idle, in ms. Default 1000. */
+  pollIntervalMs?: number;
+  /** How many events one claim takes. Default 50. */
+  batchSize?: number;
+  /** How many events of a batch are delivered at the same time. Default 10. */
+  concurrency?: number;
+  /** How long a claim owns an event before another worker may take it, in ms (1 s to 1 h). Default 60000. */
+  leaseMs?: number;
+  /** Default time limit of one handler call, in ms. Must be shorter than `leaseMs`. Default 30000. */
+  handlerTimeoutMs?: number;
+  /** How long `app.close()` waits for in-flight handlers before releasing their events, in ms. Default 10000. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface OutboxRetryOptions {
+  /** Attempts before an event is dead-lettered (1 to 100). Default 10. */
+  maxAttempts?: number;
+  /** Upper bound of the first retry delay, in ms. Default 1000. */
+  initialDelayMs?: number;
+  /** Upper bound of any retry delay, in ms. Default 300000 (5 minutes). */
+  maxDelayMs?: number;
+}
+
+/** Returns the transactional `EntityManager` of the caller's context, or `undefined` when there is none. */
+export type OutboxTransactionResolver = () => EntityManager | undefined | null;
+
+export interface OutboxModuleOptions {
+  /** Table of the outbox. Default `outbox_event`. Must match the entity and migration you register. */
+  tableName?: string;
+  /** The TypeORM data source: its name as registered with `TypeOrmModule`, or the instance. Default: the default one. */
+  dataSource?: string | DataSource;
+  /**
+   * How `publish()` finds the caller's transaction when no `manager` is passed. Default: the
+   * `TransactionHost` of `@nestjs-cls/transactional` (see `transactionConnectionName`).
+   */
+  transactionResolver?: OutboxTransactionResolver;
+  /** `connectionName` of the `ClsPluginTransactional` to join, when you registered several. */
+  transactionConnectionName?: string;
+  worker?: OutboxWorkerOptions;
+  retry?: OutboxRetryOptions;
+  /** Largest serialised payload accepted by `publish()`, in bytes. Default 1 MiB. */
+  maxPayloadBytes?: number;
+}
+
+export interface ResolvedOutboxOptions {
+  tableName: string;
+  dataSource: string | DataSource | undefined;
+  transactionResolver: OutboxTransactionResolver | undefined;
+  transactionConnectionName: string | undefined;
+  worker: Required<OutboxWorkerOptions>;
+  retry: Required<OutboxRetryOptions>;
+  maxPayloadBytes: number;
+}
+
+export const OUTBOX_DEFAULTS = {
+  worker: {
+    enabled: true,
+    pollIntervalMs: 1000,
+    batchSize: 50,
+    concurrency: 10,
+    leaseMs: 60_000,
+    handlerTimeoutMs: 30_000,
+    shutdownTimeoutMs: 10_000,
+  },
+  retry: { maxAttempts: 10, initialDelayMs: 1000, maxDelayMs: 300_000 },
+  maxPayloadBytes: 1024 * 1024,
+} as const;
+
+export const LIMITS = {
+  leaseMs: { min: 1000, max: 3_600_000 },
+  maxAttempts: { min: 1, max: 100 },
+  tableName: /^[a-zA-Z_][a-zA-Z0-9_]{0,47}$/,
+} as const;
+
+const TOP_LEVEL_KEYS = [
+  'tableName',
+  'dataSource',
+  'transactionResolver',
+  'transactionConnectionName',
+  'worker',
+  'retry',
+  'maxPayloadBytes',
+];
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object') return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return `the string "${value}"`;
+  if (typeof value === 'number' && Number.isNaN(value)) return 'NaN';
+  if (value === null) return 'null';
+  return `${typeof value} ${String(value)}`;
+}
+
+function rejectUnknownKeys(path: string, value: Record<string, unknown>, allowed: readonly string[]) {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
+      const where = path ? `${path}.${key}` : key;
+      throw new OutboxConfigurationError(where, `unknown option; allowed here: ${allowed.join(', ')}`);
+    }
+  }
+}
+
+export function integerOption(
+  option: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw new OutboxConfigurationError(
+      option,
+      `expected a whole number from ${min} to ${max}, got ${describe(value)}` +
+        (typeof value === 'string' ? ' (convert environment variables with Number() and check them)' : ''),
+    );
+  }
+  if (value < min || value > max) {
+    throw new OutboxConfigurationError(option, `expected a whole number from ${min} to ${max}, got ${value}`);
+  }
+  return value;
+}
+
+function booleanOption(option: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') {
+    throw new OutboxConfigurationError(option, `expected true or false, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function section(option: string, value: unknown, keys: readonly string[]): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (!isPlainObject(value)) {
+    throw new OutboxConfigurationError(option, `expected an object, got ${describe(value)}`);
+  }
+  rejectUnknownKeys(option, value, keys);
+  return value;
+}
+
+export function validateTableName(tableName: unknown, option = 'tableName'): string {
+  if (typeof tableName !== 'string' || !LIMITS.tableName.test(tableName)) {
+    throw new OutboxConfigurationError(
+      option,
+      `expected 1 to 48 characters matching ${LIMITS.tableName.source} (letters, digits, underscore; ` +
+        `not starting with a digit), got ${describe(tableName)}`,
+    );
+  }
+  return tableName;
+}
+
+/**
+ * The one place where options are defaulted and validated. `forRoot` and `forRootAsync` both end here,
+ * so they cannot drift apart.
+ */
+export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
+  const input: unknown = raw ?? {};
+  if (!isPlainObject(input)) {
+    throw new OutboxConfigurationError('(options)', `expected an object, got ${describe(input)}`);
+  }
+  rejectUnknownKeys('', input, TOP_LEVEL_KEYS);
+  const options = input as OutboxModuleOptions;
+
+  const tableName = validateTableName(options.tableName ?? DEFAULT_TABLE_NAME);
+
+  const dataSource = options.dataSource;
+  if (
+    dataSource !== undefined &&
+    typeof dataSource !== 'string' &&
+    !(typeof dataSource === 'object' && dataSource !== null && 'createQueryRunner' in dataSource)
+  ) {
+    throw new OutboxConfigurationError(
+      'dataSource',
+      `expected a data source name or a TypeORM DataSource, got ${describe(dataSource)}`,
+    );
+  }
+  if (options.transactionResolver !== undefined && typeof options.transactionResolver !== 'function') {
+    throw new OutboxConfigurationError(
+      'transactionResolver',
+      `expected a function returning the transactional EntityManager, got ${describe(options.transactionResolver)}`,
+    );
+  }
+  if (
+    options.transactionConnectionName !== undefined &&
+    (typeof options.transactionConnectionName !== 'string' || options.transactionConnectionName === '')
+  ) {
+    throw new OutboxConfigurationError(
+      'transactionConnectionName',
+      `expected a non-empty string, got ${describe(options.transactionConnectionName)}`,
+    );
+  }
+
+  const d = OUTBOX_DEFAULTS;
+  const w = section('worker', options.worker, Object.keys(d.worker));
+  const leaseMs = integerOption('worker.leaseMs', w.leaseMs, d.worker.leaseMs, LIMITS.leaseMs.min, LIMITS.leaseMs.max);
+  const worker: Required<OutboxWorkerOptions> = {
+    enabled: booleanOption('worker.enabled', w.enabled, d.worker.enabled),
+    pollIntervalMs: integerOption('worker.pollIntervalMs', w.pollIntervalMs, d.worker.pollIntervalMs, 10, 3_600_000),
+    batchSize: integerOption('worker.batchSize', w.batchSize, d.worker.batchSize, 1, 5000),
+    concurrency: integerOption('worker.concurrency', w.concurrency, d.worker.concurrency, 1, 1000),
+    leaseMs,
+    handlerTimeoutMs: integerOption(
+      'worker.handlerTimeoutMs',
+      w.handlerTimeoutMs,
+      // The default timeout follows a short lease down, so `{ leaseMs: 5000 }` alone is valid.
+      Math.min(d.worker.handlerTimeoutMs, Math.floor(leaseMs / 2)),
+      1,
+      LIMITS.leaseMs.max,
+    ),
+    shutdownTimeoutMs: integerOption(
+      'worker.shutdownTimeoutMs',
+      w.shutdownTimeoutMs,
+      d.worker.shutdownTimeoutMs,
+      0,
+      600_000,
+    ),
+  };
+  assertTimeoutBelowLease('worker.handlerTimeoutMs', worker.handlerTimeoutMs, leaseMs);
+
+  const r = section('retry', options.retry, Object.keys(d.retry));
+  const initialDelayMs = integerOption('retry.initialDelayMs', r.initialDelayMs, d.retry.initialDelayMs, 0, 86_400_000);
+  const retry: Required<OutboxRetryOptions> = {
+    maxAttempts: integerOption(
+      'retry.maxAttempts',
+      r.maxAttempts,
+      d.retry.maxAttempts,
+      LIMITS.maxAttempts.min,
+      LIMITS.maxAttempts.max,
+    ),
+    initialDelayMs,
+    maxDelayMs: integerOption(
+      'retry.maxDelayMs',
+      r.maxDelayMs,
+      Math.max(d.retry.maxDelayMs, initialDelayMs),
+      initialDelayMs,
+      86_400_000,
+    ),
+  };
+
+  return {
+    tableName,
+    dataSource,
+    transactionResolver: options.transactionResolver,
+    transactionConnectionName: options.transactionConnectionName,
+    worker,
+    retry,
+    maxPayloadBytes: integerOption('maxPayloadBytes', options.maxPayloadBytes, d.maxPayloadBytes, 1, 64 * 1024 * 1024),
+  };
+}
+
+/**
+ * A handler still running when its lease ends would run twice; a timeout below the lease (with a
+ * margin for the acknowledgement) prevents that.
+ */
+export function assertTimeoutBelowLease(option: string, timeoutMs: number, leaseMs: number): void {
+  const margin = Math.min(1000, Math.floor(leaseMs / 10));
+  if (timeoutMs > leaseMs - margin) {
+    throw new OutboxConfigurationError(
+      option,
+      `the handler timeout (${timeoutMs} ms) must be shorter than worker.leaseMs (${leaseMs} ms) ` +
+        `by at least ${margin} ms, or the lease could expire while the handler runs; ` +
+        'lower the timeout or raise worker.leaseMs',
+    );
+  }
+}

@@ -1,0 +1,106 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import type { EntityManager } from 'typeorm';
+import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import { OutboxTransactionRequiredError, OutboxValidationError } from './errors/outbox.errors';
+import type {
+  OutboxCounts,
+  PublishManyItem,
+  PublishOptions,
+  PublishResult,
+} from './interfaces/outbox-message.interface';
+import type { ResolvedOutboxOptions } from './outbox.options';
+import type { OutboxStore } from './outbox.store';
+import { validateEvent } from './outbox.validation';
+
+const PUBLISH_OPTION_KEYS = ['key', 'dedupeKey', 'headers', 'delayMs', 'availableAt', 'manager'];
+const ITEM_KEYS = ['topic', 'payload', 'key', 'dedupeKey', 'headers', 'delayMs', 'availableAt'];
+
+function checkKeys(field: string, value: unknown, allowed: string[]): void {
+  if (value === undefined) return;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new OutboxValidationError(field, `expected an object, got ${value === null ? 'null' : typeof value}`);
+  }
+  const unknown = Object.keys(value).filter((k) => !allowed.includes(k));
+  if (unknown.length > 0) {
+    throw new OutboxValidationError(field, `unknown option "${unknown[0]}"; allowed: ${allowed.join(', ')}`);
+  }
+}
+
+/** Writes events into the outbox, inside the caller's transaction. */
+@Injectable()
+export class OutboxService {
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+  ) {}
+
+  /**
+   * Adds one event to the caller's transaction: it commits if and only if that transaction commits.
+   * Throws `OutboxTransactionRequiredError` when there is no transaction, and `OutboxValidationError`
+   * (or a subclass) for bad input; neither writes anything.
+   */
+  async publish<T>(topic: string, payload: T, options: PublishOptions = {}): Promise<PublishResult> {
+    checkKeys('options', options, PUBLISH_OPTION_KEYS);
+    const { manager, ...rest } = options;
+    const [result] = await this.publishMany([{ ...rest, topic, payload }], { manager });
+    return result;
+  }
+
+  /** Adds several events in one statement (per few thousand rows), all or none. */
+  async publishMany(items: PublishManyItem[], options: { manager?: EntityManager } = {}): Promise<PublishResult[]> {
+    if (!Array.isArray(items)) {
+      throw new OutboxValidationError('items', `publishMany expects an array of events, got ${typeof items}`);
+    }
+    checkKeys('options', options, ['manager']);
+    const events = items.map((item, index) => {
+      try {
+        checkKeys('event', item, ITEM_KEYS);
+        return validateEvent(item, this.options.maxPayloadBytes);
+      } catch (error) {
+        if (error instanceof OutboxValidationError && items.length > 1) {
+          error.message = `${error.message} (publishMany item ${index})`;
+        }
+        throw error;
+      }
+    });
+    const manager = this.transactionalManager(options.manager);
+    if (events.length === 0) return [];
+    return this.store.insert(manager, events);
+  }
+
+  /** How many events are pending, in flight, delivered and dead-lettered. */
+  counts(): Promise<OutboxCounts> {
+    return this.store.counts();
+  }
+
+  private transactionalManager(explicit: EntityManager | undefined): EntityManager {
+    const manager = explicit ?? this.ambientManager();
+    if (!manager) throw new OutboxTransactionRequiredError();
+    if (!manager.queryRunner?.isTransactionActive) {
+      throw new OutboxTransactionRequiredError(
+        explicit
+          ? 'the EntityManager passed as { manager } is not inside a transaction (dataSource.manager never is)'
+          : 'the transaction resolver returned an EntityManager that is not inside a transaction',
+      );
+    }
+    if (manager.connection !== this.store.dataSource) {
+      throw new OutboxTransactionRequiredError(
+        'the active transaction belongs to another DataSource than the outbox table; set the `dataSource` option',
+      );
+    }
+    return manager;
+  }
+
+  private ambientManager(): EntityManager | undefined {
+    if (this.options.transactionResolver) return this.options.transactionResolver() ?? undefined;
+    let host: TransactionHost | undefined;
+    try {
+      host = TransactionHost.getInstance(this.options.transactionConnectionName);
+    } catch {
+      return undefined; // ClsPluginTransactional is not registered: only { manager } can work.
+    }
+    // Never `host.tx` without an active transaction: that is the non-transactional fallback manager.
+    return host.isTransactionActive() ? (host.tx as EntityManager) : undefined;
+  }
+}

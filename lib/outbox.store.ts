@@ -1,0 +1,208 @@
+import { randomUUID } from 'node:crypto';
+import type { DataSource, EntityManager } from 'typeorm';
+import { dialectForType, isSqlite } from './dialects';
+import type {
+  FailureUpdate,
+  OutboxDialect,
+  StatementResult,
+  StoredEvent,
+} from './dialects/outbox-dialect.interface';
+import { sqliteGateFor, type SqliteConnectionGate } from './dialects/sqlite-connection-gate';
+import { OutboxDedupeConflictError } from './errors/outbox.errors';
+import type { OutboxCounts, PublishResult } from './interfaces/outbox-message.interface';
+import { canonicalJson, type ValidatedEvent } from './outbox.validation';
+import { uuidv7 } from './utils/uuidv7';
+
+export interface ClaimResult {
+  token: string;
+  /** Claimed events to deliver now. */
+  events: StoredEvent[];
+  /** Events whose final attempt's lease had expired: dead-lettered by the claim. */
+  deadLettered: StoredEvent[];
+}
+
+const COLUMNS_PER_INSERTED_ROW = 8;
+
+/**
+ * The outbox table's operations, bound to one DataSource and table. Publishing runs on the caller's
+ * transactional manager; the worker's operations are each one short statement of their own.
+ */
+export class OutboxStore {
+  readonly dialect: OutboxDialect;
+  private readonly gate: SqliteConnectionGate | undefined;
+
+  constructor(
+    readonly dataSource: DataSource,
+    readonly table: string,
+  ) {
+    this.dialect = dialectForType(String(dataSource.options.type));
+    this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
+  }
+
+  /** Runs one statement outside any application transaction. */
+  private async run(statement: { sql: string; params: unknown[] }): Promise<StatementResult> {
+    const execute = async () => {
+      const runner = this.dataSource.createQueryRunner();
+      try {
+        const result = await runner.query(statement.sql, statement.params, true);
+        return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
+      } finally {
+        await runner.release();
+      }
+    };
+    return this.gate ? this.gate.exclusive(execute) : execute();
+  }
+
+  private async runIn(manager: EntityManager, statement: { sql: string; params: unknown[] }): Promise<StatementResult> {
+    const runner = manager.queryRunner!;
+    const result = await runner.query(statement.sql, statement.params, true);
+    return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
+  }
+
+  /**
+   * Inserts events in the caller's transaction. Dedupe keys are checked before anything is written,
+   * so a conflict leaves the table as it was.
+   */
+  async insert(manager: EntityManager, events: ValidatedEvent[]): Promise<PublishResult[]> {
+    const results: PublishResult[] = new Array(events.length);
+    const firstByKey = new Map<string, number>();
+    const toInsert: Array<{ index: number; id: string; event: ValidatedEvent }> = [];
+
+    // Within one call, a repeated dedupe key resolves to the first occurrence.
+    events.forEach((event, index) => {
+      if (event.dedupeKey !== null) {
+        const first = firstByKey.get(event.dedupeKey);
+        if (first !== undefined) {
+          results[index] = { id: '', inserted: false };
+          return;
+        }
+        firstByKey.set(event.dedupeKey, index);
+      }
+      toInsert.push({ index, id: uuidv7(), event });
+    });
+    for (const [index, event] of events.entries()) {
+      if (results[index]) {
+        const first = firstByKey.get(event.dedupeKey!)!;
+        if (!sameContent(events[first], event)) {
+          throw new OutboxDedupeConflictError(event.dedupeKey!, '(earlier in the same publishMany call)');
+        }
+      }
+    }
+
+    const existing = await this.findByDedupeKeys(manager, [...firstByKey.keys()]);
+    const fresh = toInsert.filter((row) => {
+      const found = row.event.dedupeKey === null ? undefined : existing.get(row.event.dedupeKey);
+      if (!found) return true;
+      if (!sameStored(found, row.event)) throw new OutboxDedupeConflictError(row.event.dedupeKey!, found.id);
+      results[row.index] = { id: found.id, inserted: false };
+      return false;
+    });
+
+    const rowsPerStatement = Math.floor(this.dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
+    for (let i = 0; i < fresh.length; i += rowsPerStatement) {
+      await this.runIn(manager, this.dialect.insert(this.table, fresh.slice(i, i + rowsPerStatement)));
+    }
+
+    // A concurrent transaction may have committed the same dedupe key between the check and the insert;
+    // ON CONFLICT DO NOTHING skipped our row, so resolve it against the winner.
+    const dedupedFresh = fresh.filter((row) => row.event.dedupeKey !== null);
+    const winners = await this.findByDedupeKeys(
+      manager,
+      dedupedFresh.map((row) => row.event.dedupeKey!),
+    );
+    for (const row of fresh) {
+      const winner = row.event.dedupeKey === null ? undefined : winners.get(row.event.dedupeKey);
+      if (!winner || winner.id === row.id) {
+        results[row.index] = { id: row.id, inserted: true };
+      } else if (sameStored(winner, row.event)) {
+        results[row.index] = { id: winner.id, inserted: false };
+      } else {
+        throw new OutboxDedupeConflictError(row.event.dedupeKey!, winner.id);
+      }
+    }
+    for (const [index, event] of events.entries()) {
+      if (results[index].id === '') results[index] = { id: results[firstByKey.get(event.dedupeKey!)!].id, inserted: false };
+    }
+    return results;
+  }
+
+  private async findByDedupeKeys(manager: EntityManager, keys: string[]): Promise<Map<string, StoredEvent>> {
+    const found = new Map<string, StoredEvent>();
+    const perStatement = this.dialect.maxParameters - 1;
+    for (let i = 0; i < keys.length; i += perStatement) {
+      const { rows } = await this.runIn(manager, this.dialect.selectByDedupeKeys(this.table, keys.slice(i, i + perStatement)));
+      for (const row of rows) {
+        const event = this.dialect.decode(row);
+        found.set(event.dedupeKey!, event);
+      }
+    }
+    return found;
+  }
+
+  async claim(args: { batchSize: number; leaseMs: number; maxAttempts: number }): Promise<ClaimResult> {
+    const token = randomUUID();
+    const { rows, affected } = await this.run(this.dialect.claim(this.table, { ...args, token }));
+    if (affected > rows.length) {
+      // The driver executed the claim without returning its rows: the claimed events would sit leased
+      // until expiry with an attempt spent. Fail loudly instead.
+      throw new Error(
+        `The outbox claim updated ${affected} rows but the driver returned ${rows.length}; ` +
+          'this TypeORM driver drops UPDATE … RETURNING rows and is not supported',
+      );
+    }
+    const decoded = rows.map((row) => this.dialect.decode(row));
+    return {
+      token,
+      events: decoded.filter((e) => e.status === 'pending').sort(byDueTime),
+      deadLettered: decoded.filter((e) => e.status === 'dead'),
+    };
+  }
+
+  /** Each returns false when the token no longer owns a live lease: nothing was changed. */
+  async acknowledge(id: string, token: string, completedHandlers: string[]): Promise<boolean> {
+    return (await this.run(this.dialect.acknowledge(this.table, id, token, completedHandlers))).affected === 1;
+  }
+
+  async fail(id: string, token: string, update: FailureUpdate): Promise<boolean> {
+    return (await this.run(this.dialect.fail(this.table, id, token, update))).affected === 1;
+  }
+
+  async release(id: string, token: string, uncount: boolean): Promise<boolean> {
+    return (await this.run(this.dialect.release(this.table, id, token, uncount))).affected === 1;
+  }
+
+  async counts(): Promise<OutboxCounts> {
+    const counts: OutboxCounts = { pending: 0, inFlight: 0, delivered: 0, dead: 0 };
+    const { rows } = await this.run(this.dialect.counts(this.table));
+    for (const row of rows) {
+      const n = Number(row.n);
+      const inFlight = row.in_flight === true || Number(row.in_flight) === 1;
+      if (row.status === 'pending') counts[inFlight ? 'inFlight' : 'pending'] += n;
+      else if (row.status === 'delivered') counts.delivered += n;
+      else if (row.status === 'dead') counts.dead += n;
+    }
+    return counts;
+  }
+}
+
+function byDueTime(a: StoredEvent, b: StoredEvent): number {
+  return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+function sameContent(a: ValidatedEvent, b: ValidatedEvent): boolean {
+  return (
+    a.topic === b.topic &&
+    a.key === b.key &&
+    canonicalJson(JSON.parse(a.payloadJson)) === canonicalJson(JSON.parse(b.payloadJson)) &&
+    canonicalJson(a.headers) === canonicalJson(b.headers)
+  );
+}
+
+function sameStored(stored: StoredEvent, event: ValidatedEvent): boolean {
+  return (
+    stored.topic === event.topic &&
+    stored.key === event.key &&
+    canonicalJson(stored.payload) === canonicalJson(JSON.parse(event.payloadJson)) &&
+    canonicalJson(stored.headers) === canonicalJson(event.headers)
+  );
+}

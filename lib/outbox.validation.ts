@@ -1,0 +1,150 @@
+import { OutboxPayloadTooLargeError, OutboxValidationError } from './errors/outbox.errors';
+import type { PublishManyItem } from './interfaces/outbox-message.interface';
+
+const TOPIC = /^[A-Za-z0-9._:-]{1,128}$/;
+const KEY = /^[\x20-\x7e]{1,255}$/;
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
+// eslint-disable-next-line no-control-regex
+const HEADER_VALUE = /^[^\x00-\x08\x0a-\x1f\x7f]{0,4096}$/;
+// An escaped NUL that is not itself an escaped backslash followed by "u0000".
+const ESCAPED_NUL = /(^|[^\\])(\\\\)*\\u0000/;
+const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
+
+/** A publish request after validation: ready to insert. */
+export interface ValidatedEvent {
+  topic: string;
+  key: string | null;
+  dedupeKey: string | null;
+  payloadJson: string;
+  headersJson: string;
+  headers: Record<string, string>;
+  /** Absolute due time given by the caller, or null for "delayMs after now by the database clock". */
+  availableAt: Date | null;
+  delayMs: number;
+}
+
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  return String(value);
+}
+
+export function validateTopic(topic: unknown): string {
+  if (typeof topic !== 'string' || !TOPIC.test(topic)) {
+    throw new OutboxValidationError(
+      'topic',
+      `expected 1 to 128 characters of letters, digits and . _ : -, got ${show(topic)}`,
+    );
+  }
+  return topic;
+}
+
+function validateKey(field: 'key' | 'dedupeKey', value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || !KEY.test(value)) {
+    throw new OutboxValidationError(field, `expected 1 to 255 printable ASCII characters, got ${show(value)}`);
+  }
+  return value;
+}
+
+function serialisePayload(payload: unknown, maxBytes: number): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(payload);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new OutboxValidationError(
+      'payload',
+      `it is not JSON-serialisable (${reason}); convert BigInt to string and remove circular references`,
+    );
+  }
+  if (json === undefined) {
+    throw new OutboxValidationError(
+      'payload',
+      `expected a JSON value (object, array, string, number, boolean or null), got ${typeof payload}`,
+    );
+  }
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > maxBytes) throw new OutboxPayloadTooLargeError(bytes, maxBytes);
+  if (ESCAPED_NUL.test(json)) {
+    throw new OutboxValidationError(
+      'payload',
+      'it contains the character U+0000, which PostgreSQL JSON cannot store; remove it or encode the data (base64)',
+    );
+  }
+  return json;
+}
+
+function validateHeaders(headers: unknown): Record<string, string> {
+  if (headers === undefined || headers === null) return {};
+  if (typeof headers !== 'object' || Array.isArray(headers)) {
+    throw new OutboxValidationError('headers', `expected an object of string values, got ${show(headers)}`);
+  }
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME.test(name)) {
+      throw new OutboxValidationError(
+        'headers',
+        `header name ${show(name)} must be 1 to 128 characters valid in an HTTP header name`,
+      );
+    }
+    if (typeof value !== 'string' || !HEADER_VALUE.test(value)) {
+      throw new OutboxValidationError(
+        'headers',
+        `header "${name}" must be a string of at most 4096 characters without control characters, got ${show(value)}`,
+      );
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
+function validateSchedule(delayMs: unknown, availableAt: unknown): { delayMs: number; availableAt: Date | null } {
+  if (delayMs !== undefined && availableAt !== undefined) {
+    throw new OutboxValidationError('delayMs', 'give either delayMs or availableAt, not both');
+  }
+  if (availableAt !== undefined) {
+    if (!(availableAt instanceof Date) || Number.isNaN(availableAt.getTime())) {
+      throw new OutboxValidationError('availableAt', `expected a valid Date, got ${show(availableAt)}`);
+    }
+    return { delayMs: 0, availableAt };
+  }
+  if (delayMs === undefined) return { delayMs: 0, availableAt: null };
+  if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+    throw new OutboxValidationError(
+      'delayMs',
+      `expected a whole number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${show(delayMs)}`,
+    );
+  }
+  return { delayMs, availableAt: null };
+}
+
+export function validateEvent(item: PublishManyItem, maxPayloadBytes: number): ValidatedEvent {
+  const topic = validateTopic(item.topic);
+  const key = validateKey('key', item.key);
+  const dedupeKey = validateKey('dedupeKey', item.dedupeKey);
+  const payloadJson = serialisePayload(item.payload, maxPayloadBytes);
+  const headers = validateHeaders(item.headers);
+  const schedule = validateSchedule(item.delayMs, item.availableAt);
+  return {
+    topic,
+    key,
+    dedupeKey,
+    payloadJson,
+    headers,
+    headersJson: JSON.stringify(headers),
+    ...schedule,
+  };
+}
+
+/** JSON with object keys sorted, so equal content compares equal whatever the key order or the database. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value as object)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}

@@ -1,0 +1,330 @@
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { performance } from 'node:perf_hooks';
+import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import { OutboxNonRetryableError } from './errors/outbox.errors';
+import type { StoredEvent } from './dialects/outbox-dialect.interface';
+import type { OutboxMessage } from './interfaces/outbox-message.interface';
+import { OutboxExplorer, type RegisteredHandler } from './outbox.explorer';
+import type { ResolvedOutboxOptions } from './outbox.options';
+import type { OutboxStore } from './outbox.store';
+import { backoffDelayMs } from './utils/backoff';
+
+/** What one `drain()` did. */
+export interface OutboxDrainResult {
+  /** Events whose every handler succeeded. */
+  delivered: number;
+  /** Events that failed and will be retried. */
+  failed: number;
+  /** Events dead-lettered (by a handler's failure on the last attempt, or an expired final lease). */
+  deadLettered: number;
+  /** Events given back unstarted (shutdown, or too little lease left to start). */
+  released: number;
+  /** Acknowledgements or failures rejected because the claim had lost its lease. */
+  lostLeases: number;
+}
+
+interface HandlerOutcome {
+  handler: RegisteredHandler;
+  error?: unknown;
+}
+
+class OutboxHandlerTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`handler did not finish within its timeout of ${ms} ms`);
+    this.name = 'OutboxHandlerTimeoutError';
+  }
+}
+
+const MAX_ERROR_LENGTH = 4000;
+
+function describeError(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  let text: string;
+  try {
+    text = typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+  } catch {
+    text = String(error);
+  }
+  return `non-Error rejection: ${text}`;
+}
+
+function emptyResult(): OutboxDrainResult {
+  return { delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 };
+}
+
+/**
+ * Claims due events, runs their handlers outside any transaction, and records the outcome fenced by
+ * the claim token. Scheduled through `SchedulerRegistry` at bootstrap; stopped and drained in
+ * `beforeApplicationShutdown`, before TypeORM destroys the DataSource.
+ */
+@Injectable()
+export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('OutboxWorker');
+  private readonly intervalName: string;
+  private registry: SchedulerRegistry | undefined;
+  /** The run in progress, if any; runs never overlap. */
+  private current: Promise<unknown> = Promise.resolve();
+  private busy = false;
+  private stopping = false;
+  /** Set once shutdown has given up on in-flight work: from then on no SQL is issued. */
+  private closed = false;
+  private readonly inFlight = new Map<string, { token: string; abort: AbortController }>();
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    private readonly explorer: OutboxExplorer,
+    private readonly moduleRef: ModuleRef,
+  ) {
+    this.intervalName = `outbox-worker:${options.tableName}`;
+  }
+
+  onApplicationBootstrap(): void {
+    if (!this.options.worker.enabled) return;
+    this.registry = this.schedulerRegistry();
+    const handle = setInterval(() => this.poll(), this.options.worker.pollIntervalMs);
+    this.registry.addInterval(this.intervalName, handle);
+    this.poll();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    if (this.registry?.doesExist('interval', this.intervalName)) {
+      this.registry.deleteInterval(this.intervalName);
+    }
+    const timeoutMs = this.options.worker.shutdownTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const finished = await Promise.race([
+      this.current.then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (!finished) {
+      const pending = [...this.inFlight.entries()];
+      this.logger.warn(
+        `Shutdown: ${pending.length} handler(s) still running after ${timeoutMs} ms; releasing their events`,
+      );
+      await Promise.all(
+        pending.map(async ([id, { token, abort }]) => {
+          abort.abort(new Error('the application is shutting down'));
+          await this.store.release(id, token, false).catch((error) => this.logStoreError('release', id, error));
+        }),
+      );
+    }
+    this.closed = true;
+  }
+
+  /**
+   * Delivers every event that is due now, claim after claim, and resolves when a claim comes back
+   * empty. Waits for a run already in progress first. Handy in tests: no timers involved.
+   */
+  drain(): Promise<OutboxDrainResult> {
+    return this.exclusive(() => this.runUntil((claimed) => claimed === 0));
+  }
+
+  private poll(): void {
+    if (this.busy || this.stopping) return;
+    // Back to back while batches come back full; the interval picks up the rest.
+    void this.exclusive(() => this.runUntil((claimed) => claimed < this.options.worker.batchSize)).catch((error) =>
+      this.logger.error(`Outbox worker run failed: ${describeError(error)}`),
+    );
+  }
+
+  private exclusive<T>(run: () => Promise<T>): Promise<T> {
+    const next = this.current.then(async () => {
+      this.busy = true;
+      try {
+        return await run();
+      } finally {
+        this.busy = false;
+      }
+    });
+    this.current = next.catch(() => undefined);
+    return next;
+  }
+
+  private async runUntil(done: (claimed: number) => boolean): Promise<OutboxDrainResult> {
+    const total = emptyResult();
+    const { batchSize, leaseMs } = this.options.worker;
+    while (!this.stopping) {
+      let claim;
+      try {
+        claim = await this.store.claim({ batchSize, leaseMs, maxAttempts: this.options.retry.maxAttempts });
+      } catch (error) {
+        this.logger.error(`Outbox claim failed; will retry at the next poll: ${describeError(error)}`);
+        break;
+      }
+      const claimedAt = performance.now();
+      for (const event of claim.deadLettered) {
+        total.deadLettered++;
+        this.logger.error(`Dead-lettered outbox event ${event.id} (${event.topic}): ${event.lastError}`);
+      }
+      await this.processBatch(claim.events, claim.token, claimedAt, total);
+      if (done(claim.events.length + claim.deadLettered.length)) break;
+    }
+    return total;
+  }
+
+  private async processBatch(
+    events: StoredEvent[],
+    token: string,
+    claimedAt: number,
+    total: OutboxDrainResult,
+  ): Promise<void> {
+    let next = 0;
+    const lanes = Array.from({ length: Math.min(this.options.worker.concurrency, events.length) }, async () => {
+      while (next < events.length) {
+        const event = events[next++];
+        await this.deliver(event, token, claimedAt, total);
+      }
+    });
+    await Promise.all(lanes);
+  }
+
+  private async deliver(event: StoredEvent, token: string, claimedAt: number, total: OutboxDrainResult) {
+    const handlers = this.explorer.handlersFor(event.topic);
+    const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
+    const longest = Math.max(0, ...pending.map((h) => h.timeoutMs));
+    const margin = Math.min(1000, Math.floor(this.options.worker.leaseMs / 10));
+    const leaseLeft = this.options.worker.leaseMs - (performance.now() - claimedAt);
+    if (this.stopping || longest + margin > leaseLeft) {
+      // Not started: hand it back with its attempt, rather than start what the lease cannot cover.
+      const ok = await this.record('release', event.id, () => this.store.release(event.id, token, true));
+      if (ok) total.released++;
+      else total.lostLeases++;
+      return;
+    }
+
+    const abort = new AbortController();
+    this.inFlight.set(event.id, { token, abort });
+    let outcomes: HandlerOutcome[];
+    try {
+      outcomes =
+        handlers.length === 0
+          ? [] // reported below as "no handler"
+          : await Promise.all(pending.map((handler, i) => this.runHandler(handler, event, abort.signal, i > 0)));
+    } finally {
+      this.inFlight.delete(event.id);
+    }
+
+    const succeeded = outcomes.filter((o) => !('error' in o)).map((o) => o.handler.name);
+    const completed = [...event.completedHandlers, ...succeeded];
+    const failures = outcomes.filter((o) => 'error' in o);
+
+    if (handlers.length > 0 && failures.length === 0) {
+      const ok = await this.record('acknowledgement', event.id, () =>
+        this.store.acknowledge(event.id, token, completed),
+      );
+      if (ok) total.delivered++;
+      else total.lostLeases++;
+      return;
+    }
+
+    const errorText =
+      handlers.length === 0
+        ? `no handler for topic "${event.topic}" in this application`
+        : failures.map((f) => `${f.handler.name}: ${describeError(f.error)}`).join('; ');
+    const nonRetryable = failures.some((f) => f.error instanceof OutboxNonRetryableError);
+    const deadLetter = nonRetryable || event.attempts >= this.options.retry.maxAttempts;
+    const policies = failures.length > 0 ? failures.map((f) => f.handler.retry) : [this.options.retry];
+    const retryDelayMs = Math.max(...policies.map((policy) => backoffDelayMs(event.attempts, policy)));
+    const ok = await this.record('failure', event.id, () =>
+      this.store.fail(event.id, token, {
+        error: errorText.slice(0, MAX_ERROR_LENGTH),
+        completedHandlers: completed,
+        deadLetter,
+        retryDelayMs,
+      }),
+    );
+    if (!ok) {
+      total.lostLeases++;
+    } else if (deadLetter) {
+      total.deadLettered++;
+      this.logger.error(
+        `Dead-lettered outbox event ${event.id} (${event.topic}) after attempt ${event.attempts}` +
+          `${nonRetryable ? ' (non-retryable)' : ''}: ${errorText}`,
+      );
+    } else {
+      total.failed++;
+    }
+  }
+
+  private async runHandler(
+    handler: RegisteredHandler,
+    event: StoredEvent,
+    shutdown: AbortSignal,
+    copyPayload: boolean,
+  ): Promise<HandlerOutcome> {
+    const timeout = new AbortController();
+    const signal = AbortSignal.any([timeout.signal, shutdown]);
+    const message: OutboxMessage = {
+      id: event.id,
+      topic: event.topic,
+      key: event.key,
+      // Each handler gets its own copy, so one cannot change what the next one sees.
+      payload: copyPayload ? structuredClone(event.payload) : event.payload,
+      headers: { ...event.headers },
+      attempt: event.attempts,
+      createdAt: event.createdAt,
+      signal,
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new OutboxHandlerTimeoutError(handler.timeoutMs);
+        timeout.abort(error);
+        reject(error);
+      }, handler.timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.resolve().then(() => handler.invoke(message)), timedOut]);
+      return { handler };
+    } catch (error) {
+      return { handler, error };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Runs a fenced state change; false when the lease was lost or the database could not be reached. */
+  private async record(what: string, id: string, change: () => Promise<boolean>): Promise<boolean> {
+    if (this.closed) {
+      this.logger.warn(`Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`);
+      return false;
+    }
+    try {
+      const ok = await change();
+      if (!ok) {
+        this.logger.warn(
+          `Outbox ${what} of event ${id} rejected: its lease expired and it may belong to another worker now`,
+        );
+      }
+      return ok;
+    } catch (error) {
+      this.logStoreError(what, id, error);
+      return false;
+    }
+  }
+
+  private logStoreError(what: string, id: string, error: unknown): void {
+    this.logger.error(`Outbox ${what} of event ${id} failed; its lease will expire: ${describeError(error)}`);
+  }
+
+  private schedulerRegistry(): SchedulerRegistry {
+    try {
+      return this.moduleRef.get(SchedulerRegistry, { strict: false });
+    } catch {
+      // The application did not import ScheduleModule.forRoot(): keep our own registry, so the
+      // worker is scheduled the same way without importing a second orchestrator.
+      return new SchedulerRegistry();
+    }
+  }
+}
