@@ -1,10 +1,11 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
-import type { DataSource } from 'typeorm';
-import { OUTBOX_EXTRAS, OUTBOX_RAW_OPTIONS } from './outbox.constants';
-import type { OutboxModuleOptions } from './outbox.options';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox.options';
 import { validateTableName } from './outbox.options';
 import { createOutboxEntity } from './entities/outbox-event.entity';
+import { OutboxStore } from './outbox.store';
 
 /**
  * Values that decide which providers and imports exist, so they must be known when the module is
@@ -33,14 +34,28 @@ export const {
       const dataSourceName = typeof extras.dataSource === 'string' ? extras.dataSource : undefined;
       // Registering the entity through forFeature is what makes `autoLoadEntities: true` pick it up.
       const entityImports =
-        typeof extras.dataSource === 'object'
+        extras.dataSource instanceof DataSource
           ? []
           : [TypeOrmModule.forFeature([createOutboxEntity(tableName)], dataSourceName)];
+      const store =
+        extras.dataSource instanceof DataSource
+          ? {
+              provide: OUTBOX_STORE,
+              inject: [OUTBOX_OPTIONS],
+              useFactory: (options: ResolvedOutboxOptions) =>
+                new OutboxStore(extras.dataSource as DataSource, options.tableName),
+            }
+          : {
+              provide: OUTBOX_STORE,
+              inject: [OUTBOX_OPTIONS, getDataSourceToken(dataSourceName)],
+              useFactory: (options: ResolvedOutboxOptions, named: DataSource) =>
+                new OutboxStore(options.dataSource instanceof DataSource ? options.dataSource : named, options.tableName),
+            };
       return {
         ...definition,
         global: extras.isGlobal,
         imports: [...(definition.imports ?? []), ...entityImports],
-        providers: [...(definition.providers ?? []), { provide: OUTBOX_EXTRAS, useValue: extras }],
+        providers: [...(definition.providers ?? []), { provide: OUTBOX_EXTRAS, useValue: extras }, store],
       };
     },
   )

@@ -1,29 +1,33 @@
 import { Module } from '@nestjs/common';
-import { DiscoveryModule, ModuleRef } from '@nestjs/core';
-import { getDataSourceToken } from '@nestjs/typeorm';
-import type { DataSource } from 'typeorm';
-import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import { DiscoveryModule } from '@nestjs/core';
+import { DataSource } from 'typeorm';
+import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import { OutboxConfigurableModuleClass, type OutboxModuleExtras } from './outbox.module-definition';
-import { resolveOutboxOptions, type OutboxModuleOptions, type ResolvedOutboxOptions } from './outbox.options';
+import { resolveOutboxOptions, type OutboxModuleOptions } from './outbox.options';
 import { OutboxExplorer } from './outbox.explorer';
 import { OutboxService } from './outbox.service';
-import { OutboxStore } from './outbox.store';
 import { OutboxWorker } from './outbox.worker';
 
+/**
+ * Table and data source shape the module's imports, so forRootAsync takes them beside `useFactory`.
+ * A factory may still return a DataSource instance, or repeat the declared values; anything else
+ * would silently disagree with the registered entity and is refused.
+ */
 function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleExtras): OutboxModuleOptions {
   const merged: OutboxModuleOptions = { ...(raw ?? {}) };
   for (const key of ['tableName', 'dataSource'] as const) {
     const declared = extras[key];
-    if (declared === undefined) continue;
-    if (merged[key] !== undefined && merged[key] !== declared) {
+    const returned = merged[key];
+    const returnedInstance = key === 'dataSource' && returned instanceof DataSource && declared === undefined;
+    if (returned !== undefined && returned !== declared && !returnedInstance) {
       throw new OutboxConfigurationError(
         key,
-        `forRootAsync declared ${key} beside useFactory and the factory returned a different one; ` +
-          'declare it in one place',
+        `with forRootAsync, declare ${key} beside useFactory (OutboxModule.forRootAsync({ ${key}, useFactory })), ` +
+          'not in the object the factory returns: it decides which entity and data source the module imports',
       );
     }
-    (merged as Record<string, unknown>)[key] = declared;
+    if (declared !== undefined) (merged as Record<string, unknown>)[key] = declared;
   }
   return merged;
 }
@@ -41,17 +45,6 @@ function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleE
       inject: [OUTBOX_RAW_OPTIONS, OUTBOX_EXTRAS],
       useFactory: (raw: OutboxModuleOptions, extras: OutboxModuleExtras) =>
         resolveOutboxOptions(mergeExtras(raw, extras)),
-    },
-    {
-      provide: OUTBOX_STORE,
-      inject: [OUTBOX_OPTIONS, ModuleRef],
-      useFactory: (options: ResolvedOutboxOptions, moduleRef: ModuleRef) => {
-        const dataSource =
-          typeof options.dataSource === 'object'
-            ? options.dataSource
-            : moduleRef.get<DataSource>(getDataSourceToken(options.dataSource), { strict: false });
-        return new OutboxStore(dataSource, options.tableName);
-      },
     },
     OutboxService,
     OutboxExplorer,
