@@ -1,0 +1,226 @@
+import { Injectable } from '@nestjs/common';
+import {
+  OutboxDedupeConflictError,
+  OutboxHandler,
+  OutboxPayloadTooLargeError,
+  OutboxTransactionRequiredError,
+  OutboxValidationError,
+  type OutboxMessage,
+} from '../../lib';
+import { backends, sql } from '../fixtures/backends';
+import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+
+@Injectable()
+class Recorder {
+  readonly seen: OutboxMessage[] = [];
+  @OutboxHandler('order.placed')
+  async onPlaced(message: OutboxMessage) {
+    this.seen.push(message);
+  }
+}
+
+describe.each(backends())('publish on %s', (backend) => {
+  let app: TestApp;
+  let recorder: Recorder;
+  beforeEach(async () => {
+    app = await createTestApp({ backend, providers: [Recorder] });
+    recorder = app.module.get(Recorder);
+  });
+  afterEach(() => app.dispose());
+
+  const insertOrder = (id: string) =>
+    app.txHost.tx.query(sql(backend, `INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`), [id, 'x']);
+  const orderCount = async () =>
+    Number((await app.raw.query<{ n: number }>(`SELECT count(*) AS n FROM "${app.ordersTable}"`))[0].n);
+
+  it('commits the business row and the event together', async () => {
+    const { id } = await app.txHost.withTransaction(async () => {
+      await insertOrder('o-1');
+      return app.outbox.publish('order.placed', { orderId: 'o-1' }, { key: 'o-1', headers: { 'x-trace': 't1' } });
+    });
+    expect(await orderCount()).toBe(1);
+    const rows = await outboxRows(app);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].id).toBe(id);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+
+    await app.worker.drain();
+    expect(recorder.seen).toHaveLength(1);
+    const [message] = recorder.seen;
+    expect(message).toMatchObject({
+      id,
+      topic: 'order.placed',
+      key: 'o-1',
+      payload: { orderId: 'o-1' },
+      headers: { 'x-trace': 't1' },
+      attempt: 1,
+    });
+    expect(message.createdAt).toBeInstanceOf(Date);
+  });
+
+  it('rolls back the business row and the event together: nothing is delivered', async () => {
+    await expect(
+      app.txHost.withTransaction(async () => {
+        await insertOrder('o-2');
+        await app.outbox.publish('order.placed', { orderId: 'o-2' });
+        throw new Error('business rule failed');
+      }),
+    ).rejects.toThrow('business rule failed');
+    expect(await orderCount()).toBe(0);
+    expect(await outboxRows(app)).toHaveLength(0);
+    expect(await app.worker.drain()).toMatchObject({ delivered: 0 });
+    expect(recorder.seen).toHaveLength(0);
+  });
+
+  it('refuses to publish without a transaction and writes nothing', async () => {
+    await expect(app.outbox.publish('order.placed', { a: 1 })).rejects.toThrow(OutboxTransactionRequiredError);
+    // The CLS fallback manager is outside any transaction: passing it explicitly is refused too.
+    await expect(app.outbox.publish('order.placed', { a: 1 }, { manager: app.dataSource.manager })).rejects.toThrow(
+      /not inside a transaction/,
+    );
+    await expect(app.outbox.publish('order.placed', { a: 1 }, { manager: app.txHost.tx })).rejects.toThrow(
+      OutboxTransactionRequiredError,
+    );
+    expect(await outboxRows(app)).toHaveLength(0);
+  });
+
+  it('joins an explicit manager of a TypeORM transaction', async () => {
+    await app.dataSource.transaction(async (manager) => {
+      await manager.query(sql(backend, `INSERT INTO "${app.ordersTable}" ("id") VALUES (?)`), ['o-3']);
+      await app.outbox.publish('order.placed', { orderId: 'o-3' }, { manager });
+    });
+    await expect(
+      app.dataSource.transaction(async (manager) => {
+        await app.outbox.publish('order.placed', { orderId: 'o-4' }, { manager });
+        throw new Error('abort');
+      }),
+    ).rejects.toThrow('abort');
+    expect((await outboxRows(app)).map((r) => JSON.parse(JSON.stringify(r.payload)))).toHaveLength(1);
+  });
+
+  it('publishMany inserts all events of one call, or none', async () => {
+    const results = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: 25 }, (_, i) => ({ topic: 'order.placed', payload: { i } }))),
+    );
+    expect(results).toHaveLength(25);
+    expect(new Set(results.map((r) => r.id)).size).toBe(25);
+    await expect(
+      app.txHost.withTransaction(() =>
+        app.outbox.publishMany([
+          { topic: 'order.placed', payload: { i: 100 } },
+          { topic: 'bad topic', payload: {} },
+        ]),
+      ),
+    ).rejects.toThrow(/publishMany item 1/);
+    expect(await outboxRows(app)).toHaveLength(25);
+    await app.worker.drain();
+    expect(recorder.seen.map((m) => (m.payload as { i: number }).i).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 25 }, (_, i) => i),
+    );
+  });
+
+  describe('dedupeKey', () => {
+    it('returns the first id for the same content, delivers once, and never overwrites', async () => {
+      const first = await app.txHost.withTransaction(() =>
+        app.outbox.publish('order.placed', { a: 1, b: [1, 2] }, { dedupeKey: 'order-7' }),
+      );
+      // Same content with keys in another order is the same event.
+      const again = await app.txHost.withTransaction(() =>
+        app.outbox.publish('order.placed', { b: [1, 2], a: 1 }, { dedupeKey: 'order-7' }),
+      );
+      expect(first.inserted).toBe(true);
+      expect(again).toEqual({ id: first.id, inserted: false });
+
+      await expect(
+        app.txHost.withTransaction(() => app.outbox.publish('order.placed', { a: 2 }, { dedupeKey: 'order-7' })),
+      ).rejects.toThrow(OutboxDedupeConflictError);
+      await expect(
+        app.txHost.withTransaction(() =>
+          app.outbox.publish('order.placed', { a: 1, b: [1, 2] }, { dedupeKey: 'order-7', key: 'other' }),
+        ),
+      ).rejects.toThrow(/already exists \(id/);
+
+      const rows = await outboxRows(app);
+      expect(rows).toHaveLength(1);
+      await app.worker.drain();
+      expect(recorder.seen).toHaveLength(1);
+      expect(recorder.seen[0].payload).toEqual({ a: 1, b: [1, 2] });
+    });
+
+    it('resolves repeats within one publishMany call', async () => {
+      const results = await app.txHost.withTransaction(() =>
+        app.outbox.publishMany([
+          { topic: 'order.placed', payload: { n: 1 }, dedupeKey: 'k' },
+          { topic: 'order.placed', payload: { n: 1 }, dedupeKey: 'k' },
+          { topic: 'order.placed', payload: { n: 2 } },
+        ]),
+      );
+      expect(results[0].inserted).toBe(true);
+      expect(results[1]).toEqual({ id: results[0].id, inserted: false });
+      expect(results[2].inserted).toBe(true);
+      expect(await outboxRows(app)).toHaveLength(2);
+    });
+
+    it('refuses a conflict anywhere in a publishMany call before writing any of it', async () => {
+      await app.txHost.withTransaction(() => app.outbox.publish('order.placed', { n: 1 }, { dedupeKey: 'k' }));
+      const error = await app.txHost
+        .withTransaction(async () => {
+          // The caller swallows the error and commits: the batch must still have written nothing.
+          try {
+            await app.outbox.publishMany([
+              { topic: 'order.placed', payload: { n: 10 } },
+              { topic: 'order.placed', payload: { n: 2 }, dedupeKey: 'k' },
+            ]);
+          } catch (e) {
+            return e;
+          }
+        });
+      expect(error).toBeInstanceOf(OutboxDedupeConflictError);
+      expect(await outboxRows(app)).toHaveLength(1);
+    });
+  });
+
+  it('defers delivery with delayMs and availableAt', async () => {
+    await app.txHost.withTransaction(async () => {
+      await app.outbox.publish('order.placed', { when: 'later' }, { delayMs: 60_000 });
+      await app.outbox.publish('order.placed', { when: 'future' }, { availableAt: new Date(Date.now() + 3_600_000) });
+      await app.outbox.publish('order.placed', { when: 'past' }, { availableAt: new Date(Date.now() - 1000) });
+      await app.outbox.publish('order.placed', { when: 'now' });
+    });
+    await app.worker.drain();
+    expect(recorder.seen.map((m) => (m.payload as { when: string }).when).sort()).toEqual(['now', 'past']);
+    expect((await app.outbox.counts()).pending).toBe(2);
+  });
+
+  describe('bad input: a typed error, and the table unchanged', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    it.each([
+      ['invalid topic', () => ['', {}], OutboxValidationError, /topic: expected 1 to 128/],
+      ['topic with spaces', () => ['order placed', {}], OutboxValidationError, /topic/],
+      ['invalid key', () => ['t', {}, { key: 'ü' }], OutboxValidationError, /key: expected 1 to 255 printable ASCII/],
+      ['BigInt payload', () => ['t', { n: BigInt(10) }], OutboxValidationError, /BigInt/],
+      ['circular payload', () => ['t', cyclic], OutboxValidationError, /circular/],
+      ['undefined payload', () => ['t', undefined], OutboxValidationError, /expected a JSON value/],
+      ['oversized payload', () => ['t', 'x'.repeat(1024 * 1024)], OutboxPayloadTooLargeError, /over the limit of 1048576/],
+      ['non-string header', () => ['t', {}, { headers: { a: 1 } }], OutboxValidationError, /header "a"/],
+      ['negative delay', () => ['t', {}, { delayMs: -5 }], OutboxValidationError, /delayMs/],
+      ['unknown option', () => ['t', {}, { delay: 5 }], OutboxValidationError, /unknown option "delay"/],
+    ])('%s', async (_name, args, type, message) => {
+      const [topic, payload, options] = args() as [string, unknown, object?];
+      const error = await app.txHost
+        .withTransaction(() => app.outbox.publish(topic, payload, options as never))
+        .catch((e) => e);
+      expect(error).toBeInstanceOf(type);
+      expect(error.message).toMatch(message);
+      expect(await outboxRows(app)).toHaveLength(0);
+    });
+  });
+
+  it('round-trips unicode, nested JSON and large numbers exactly', async () => {
+    const payload = { text: 'zürich 東京 🚀', n: 12345678901234, f: 0.1, nested: { list: [null, true, 'a'] } };
+    await app.txHost.withTransaction(() => app.outbox.publish('order.placed', payload));
+    await app.worker.drain();
+    expect(recorder.seen[0].payload).toEqual(payload);
+  });
+});

@@ -1,0 +1,63 @@
+import { OutboxConfigurationError, OUTBOX_DEFAULTS } from '../../lib';
+import { resolveOutboxOptions, type OutboxModuleOptions } from '../../lib/outbox.options';
+
+function rejection(options: unknown): OutboxConfigurationError {
+  try {
+    resolveOutboxOptions(options as OutboxModuleOptions);
+  } catch (error) {
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    return error as OutboxConfigurationError;
+  }
+  throw new Error(`options were accepted: ${JSON.stringify(options)}`);
+}
+
+describe('resolveOutboxOptions', () => {
+  it('fills every default', () => {
+    const resolved = resolveOutboxOptions(undefined);
+    expect(resolved.tableName).toBe('outbox_event');
+    expect(resolved.worker).toEqual(OUTBOX_DEFAULTS.worker);
+    expect(resolved.retry).toEqual(OUTBOX_DEFAULTS.retry);
+    expect(resolved.maxPayloadBytes).toBe(1024 * 1024);
+  });
+
+  it('keeps valid values', () => {
+    const resolved = resolveOutboxOptions({
+      tableName: 'events',
+      worker: { enabled: false, batchSize: 500, leaseMs: 5000 },
+      retry: { maxAttempts: 3 },
+    });
+    expect(resolved.worker).toMatchObject({ enabled: false, batchSize: 500, leaseMs: 5000 });
+    // The default handler timeout follows a short lease down.
+    expect(resolved.worker.handlerTimeoutMs).toBe(2500);
+    expect(resolved.retry.maxAttempts).toBe(3);
+  });
+
+  it.each([
+    ['worker.concurrency', { worker: { concurrency: NaN } }, /NaN/],
+    ['worker.batchSize', { worker: { batchSize: '100' } }, /the string "100".*Number\(\)/],
+    ['worker.batchSize', { worker: { batchSize: 0 } }, /from 1 to 5000, got 0/],
+    ['worker.batchSize', { worker: { batchSize: -5 } }, /got -5/],
+    ['worker.batchSize', { worker: { batchSize: 1.5 } }, /whole number/],
+    ['worker.enabled', { worker: { enabled: 'false' } }, /true or false, got the string "false"/],
+    ['worker.pollIntervalMs', { worker: { pollIntervalMs: Infinity } }, /whole number/],
+    ['worker.leaseMs', { worker: { leaseMs: 500 } }, /from 1000 to 3600000/],
+    ['worker.handlerTimeoutMs', { worker: { leaseMs: 10_000, handlerTimeoutMs: 20_000 } }, /shorter than worker.leaseMs/],
+    ['worker.handlerTimeoutMs', { worker: { leaseMs: 10_000, handlerTimeoutMs: 9_500 } }, /by at least 1000 ms/],
+    ['retry.maxAttempts', { retry: { maxAttempts: 0 } }, /from 1 to 100/],
+    ['retry.maxAttempts', { retry: { maxAttempts: 101 } }, /from 1 to 100/],
+    ['retry.maxDelayMs', { retry: { initialDelayMs: 5000, maxDelayMs: 100 } }, /from 5000/],
+    ['tableName', { tableName: 'drop table;' }, /letters, digits, underscore/],
+    ['tableName', { tableName: '1abc' }, /not starting with a digit/],
+    ['tableName', { tableName: 'a'.repeat(49) }, /1 to 48/],
+    ['worker.pollInterval', { worker: { pollInterval: 10 } }, /unknown option; allowed here: enabled, pollIntervalMs/],
+    ['workers', { workers: {} }, /unknown option/],
+    ['worker', { worker: 5 }, /expected an object/],
+    ['transactionResolver', { transactionResolver: 'cls' }, /expected a function/],
+    ['dataSource', { dataSource: 42 }, /data source name or a TypeORM DataSource/],
+  ])('rejects %s in %j', (option, options, message) => {
+    const error = rejection(options);
+    expect(error.option).toBe(option);
+    expect(error.message).toContain(`"${option}"`);
+    expect(error.message).toMatch(message);
+  });
+});
