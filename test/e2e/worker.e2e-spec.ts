@@ -1,0 +1,318 @@
+import { Injectable } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { OutboxHandler, OutboxNonRetryableError, type OutboxMessage } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import type { OutboxStore } from '../../lib/outbox.store';
+import { backends } from '../fixtures/backends';
+import { deferred, eventually } from '../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+
+/** Handlers whose behaviour each test sets through `Behaviour.next`. */
+@Injectable()
+class Behaviour {
+  calls: Array<{ handler: string; message: OutboxMessage }> = [];
+  flaky = new Map<string, number>();
+  gate = deferred();
+  entered = deferred();
+  running = 0;
+  maxRunning = 0;
+  reject: unknown = 'a string';
+  seenSignal: AbortSignal | undefined;
+}
+
+@Injectable()
+class Handlers {
+  constructor(private readonly b: Behaviour) {}
+
+  @OutboxHandler('multi')
+  async first(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'first', message: m });
+  }
+
+  @OutboxHandler('multi')
+  async second(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'second', message: m });
+    if (m.attempt === 1) throw new Error('second fails once');
+  }
+
+  @OutboxHandler('always.fails')
+  async alwaysFails(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'alwaysFails', message: m });
+    throw new Error(`boom ${m.attempt}`);
+  }
+
+  @OutboxHandler('poison')
+  async poison(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'poison', message: m });
+    throw new OutboxNonRetryableError('payload can never be processed');
+  }
+
+  @OutboxHandler('odd.rejection')
+  async odd(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'odd', message: m });
+    return Promise.reject(this.b.reject);
+  }
+
+  @OutboxHandler('slow', { timeoutMs: 50 })
+  async slow(m: OutboxMessage) {
+    this.b.seenSignal = m.signal;
+    await new Promise((resolve) => m.signal.addEventListener('abort', resolve));
+  }
+
+  @OutboxHandler('blocking')
+  async blocking(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'blocking', message: m });
+    this.b.running++;
+    this.b.maxRunning = Math.max(this.b.maxRunning, this.b.running);
+    this.b.entered.resolve();
+    await this.b.gate.promise;
+    this.b.running--;
+  }
+
+  @OutboxHandler('plain')
+  async plain(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'plain', message: m });
+  }
+}
+
+describe.each(backends())('worker on %s', (backend) => {
+  let app: TestApp;
+  let b: Behaviour;
+  let store: OutboxStore;
+
+  async function start(extra: Parameters<typeof createTestApp>[0]['outbox'] = {}, withSchedule = false) {
+    app = await createTestApp({
+      backend,
+      providers: [Behaviour, Handlers],
+      withSchedule,
+      outbox: { retry: { maxAttempts: 3, initialDelayMs: 0, maxDelayMs: 0 }, ...extra },
+    });
+    b = app.module.get(Behaviour);
+    store = app.module.get(OUTBOX_STORE);
+  }
+  afterEach(() => app?.dispose());
+
+  const publish = (topic: string, payload: unknown = {}) =>
+    app.txHost.withTransaction(() => app.outbox.publish(topic, payload));
+  const row = async (id: string) => (await outboxRows(app)).find((r) => r.id === id)!;
+
+  it('logs one line per registered handler', async () => {
+    await start();
+    expect(app.logger.matching(/^Outbox handler Handlers\.first \{multi\}$/)).toHaveLength(1);
+    expect(app.logger.matching(/^Outbox handler /)).toHaveLength(8);
+  });
+
+  it('records each handler of a topic on its own: a retry runs only the one that failed', async () => {
+    await start();
+    const { id } = await publish('multi', { n: 1 });
+    const result = await app.worker.drain();
+    expect(result).toMatchObject({ delivered: 1, failed: 1 });
+    expect(b.calls.map((c) => `${c.handler}@${c.message.attempt}`)).toEqual(['first@1', 'second@1', 'second@2']);
+    const stored = await row(id);
+    expect(stored.status).toBe('delivered');
+    expect(stored.attempts).toBe(2);
+  });
+
+  it('retries with backoff, then dead-letters after maxAttempts and logs it', async () => {
+    await start();
+    const { id } = await publish('always.fails');
+    const result = await app.worker.drain();
+    expect(result).toMatchObject({ failed: 2, deadLettered: 1 });
+    expect(b.calls.map((c) => c.message.attempt)).toEqual([1, 2, 3]);
+    const stored = await row(id);
+    expect(stored).toMatchObject({ status: 'dead', attempts: 3, claim_token: null });
+    expect(stored.last_error).toMatch(/alwaysFails: Error: boom 3/);
+    expect(stored.processed_at).not.toBeNull();
+    expect(app.logger.matching(new RegExp(`Dead-lettered outbox event ${id} \\(always.fails\\) after attempt 3`))).toHaveLength(1);
+  });
+
+  it('waits out the backoff by the database clock', async () => {
+    await start({ retry: { maxAttempts: 5, initialDelayMs: 60_000, maxDelayMs: 60_000 } });
+    // Pin the jitter draw to the middle of the range: the delay is then exactly 30 s.
+    const random = jest.spyOn(Math, 'random').mockReturnValue(0.5);
+    try {
+      const { id } = await publish('always.fails');
+      await app.worker.drain();
+      const [{ due_in_ms }] = await app.raw.query<{ due_in_ms: number }>(
+        backend === 'sqlite'
+          ? `SELECT (julianday("available_at") - julianday('now')) * 86400000 AS due_in_ms FROM "${app.table}" WHERE "id" = ?`
+          : `SELECT extract(epoch FROM ("available_at" - now())) * 1000 AS due_in_ms FROM "${app.table}" WHERE "id" = $1`,
+        [id],
+      );
+      expect(Number(due_in_ms)).toBeGreaterThan(25_000);
+      expect(Number(due_in_ms)).toBeLessThanOrEqual(30_000);
+      expect(await row(id)).toMatchObject({ status: 'pending', claim_token: null, attempts: 1 });
+      // Not due yet: a drain leaves it alone.
+      await app.worker.drain();
+      expect(b.calls).toHaveLength(1);
+    } finally {
+      random.mockRestore();
+    }
+  });
+
+  it('fails an event whose topic has no handler, retries it, and dead-letters it', async () => {
+    await start();
+    const { id } = await publish('nobody.listens');
+    const result = await app.worker.drain();
+    expect(result).toMatchObject({ failed: 2, deadLettered: 1 });
+    const stored = await row(id);
+    expect(stored.status).toBe('dead');
+    expect(stored.attempts).toBe(3);
+    expect(stored.last_error).toBe('no handler for topic "nobody.listens" in this application');
+  });
+
+  it('dead-letters at once on OutboxNonRetryableError', async () => {
+    await start();
+    const { id } = await publish('poison');
+    await app.worker.drain();
+    expect(b.calls).toHaveLength(1);
+    expect(await row(id)).toMatchObject({ status: 'dead', attempts: 1 });
+    expect(app.logger.matching(/\(non-retryable\)/)).toHaveLength(1);
+  });
+
+  it.each([['a string'], [undefined], [{ code: 42 }]])(
+    'records a non-Error rejection (%p) as a failure and leaves nothing leased',
+    async (value) => {
+      await start({ retry: { maxAttempts: 1 } });
+      b.reject = value;
+      const { id } = await publish('odd.rejection');
+      expect(await app.worker.drain()).toMatchObject({ deadLettered: 1 });
+      const stored = await row(id);
+      expect(stored).toMatchObject({ status: 'dead', claim_token: null });
+      expect(stored.last_error).toContain('non-Error rejection:');
+      // The worker keeps working afterwards.
+      await publish('plain');
+      expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
+    },
+  );
+
+  it('times a handler out, aborts its signal and records the failure', async () => {
+    await start({ retry: { maxAttempts: 1 } });
+    const { id } = await publish('slow');
+    await app.worker.drain();
+    expect(b.seenSignal?.aborted).toBe(true);
+    expect((await row(id)).last_error).toMatch(/did not finish within its timeout of 50 ms/);
+  });
+
+  it('counts the attempt at claim: an abandoned claim is retried with attempt 2 after its lease', async () => {
+    await start({ worker: { leaseMs: 1000 } });
+    const { id } = await publish('plain');
+    const abandoned = await store.claim({ batchSize: 10, leaseMs: 1000, maxAttempts: 3 });
+    expect(abandoned.events.map((e) => [e.id, e.attempts])).toEqual([[id, 1]]);
+    // Leased: nothing to claim until the lease expires by the database clock.
+    expect(await app.worker.drain()).toMatchObject({ delivered: 0 });
+    await eventually(async () => (await app.worker.drain()).delivered === 1, 10_000, 'lease expiry');
+    expect(b.calls.map((c) => c.message.attempt)).toEqual([2]);
+    expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 2 });
+  });
+
+  it('dead-letters an event whose final attempt was abandoned (the worker died)', async () => {
+    await start({ worker: { leaseMs: 1000 }, retry: { maxAttempts: 1 } });
+    const { id } = await publish('plain');
+    await store.claim({ batchSize: 10, leaseMs: 1000, maxAttempts: 1 });
+    await eventually(async () => (await app.worker.drain()).deadLettered === 1, 10_000, 'lease expiry');
+    expect(b.calls).toHaveLength(0);
+    const stored = await row(id);
+    expect(stored).toMatchObject({ status: 'dead', attempts: 1, claim_token: null });
+    expect(stored.last_error).toMatch(/attempt 1 of 1 did not finish before its lease expired/);
+    expect(app.logger.matching(/Dead-lettered outbox event/)).toHaveLength(1);
+  });
+
+  it('rejects a late acknowledgement, failure or release after the lease expired and changes nothing', async () => {
+    await start();
+    const { id } = await publish('plain');
+    const first = await store.claim({ batchSize: 1, leaseMs: 1000, maxAttempts: 3 });
+    const second = await eventually(
+      async () => {
+        const claim = await store.claim({ batchSize: 1, leaseMs: 60_000, maxAttempts: 3 });
+        return claim.events.length ? claim : undefined;
+      },
+      10_000,
+      'lease expiry',
+    );
+    expect(second.token).not.toBe(first.token);
+    const before = await row(id);
+    expect(before).toMatchObject({ status: 'pending', attempts: 2, claim_token: second.token });
+
+    expect(await store.acknowledge(id, first.token, ['late'])).toBe(false);
+    expect(
+      await store.fail(id, first.token, { error: 'late', completedHandlers: [], deadLetter: true, retryDelayMs: 0 }),
+    ).toBe(false);
+    expect(await store.release(id, first.token, true)).toBe(false);
+    expect(await row(id)).toEqual(before);
+
+    expect(await store.acknowledge(id, second.token, ['Handlers.plain'])).toBe(true);
+    expect((await row(id)).status).toBe('delivered');
+    // Acknowledged means never claimable again.
+    expect((await store.claim({ batchSize: 10, leaseMs: 1000, maxAttempts: 3 })).events).toHaveLength(0);
+  });
+
+  it('never overlaps itself: a second drain waits for the first', async () => {
+    await start({ worker: { concurrency: 1, batchSize: 1 } });
+    await publish('blocking', { n: 1 });
+    await publish('blocking', { n: 2 });
+    const firstDrain = app.worker.drain();
+    await b.entered.promise;
+    let secondSettled = false;
+    const secondDrain = app.worker.drain().then((r) => ((secondSettled = true), r));
+    // Real database round trips while the first handler is held: the second drain must not start.
+    for (let i = 0; i < 5; i++) await app.outbox.counts();
+    expect(b.calls).toHaveLength(1);
+    expect(secondSettled).toBe(false);
+    b.gate.resolve();
+    const [r1, r2] = await Promise.all([firstDrain, secondDrain]);
+    expect(r1.delivered + r2.delivered).toBe(2);
+    expect(b.maxRunning).toBe(1);
+    expect(new Set(b.calls.map((c) => c.message.id)).size).toBe(2);
+  });
+
+  it.each([
+    ['with ScheduleModule imported by the app', true],
+    ['without ScheduleModule', false],
+  ])('polls on its own schedule %s', async (_name, withSchedule) => {
+    await start({ worker: { enabled: true, pollIntervalMs: 20 } }, withSchedule);
+    if (withSchedule) {
+      expect(app.module.get(SchedulerRegistry).getIntervals()).toContain(`outbox-worker:${app.table}`);
+    }
+    const { id } = await publish('plain');
+    await eventually(() => b.calls.some((c) => c.message.id === id), 10_000, 'scheduled delivery');
+    await eventually(async () => (await row(id)).status === 'delivered', 10_000, 'acknowledgement');
+  });
+
+  it('keeps delivering when the database clock is the only clock: the app clock shifted ±10 minutes changes nothing', async () => {
+    await start();
+    const RealDate = Date;
+    const shift = (offsetMs: number) => {
+      class ShiftedDate extends RealDate {
+        constructor(...args: unknown[]) {
+          if (args.length === 0) super(RealDate.now() + offsetMs);
+          else super(...(args as [number]));
+        }
+        static override now() {
+          return RealDate.now() + offsetMs;
+        }
+      }
+      global.Date = ShiftedDate as DateConstructor;
+    };
+    try {
+      // Published with a 60 s delay while the app clock runs 10 minutes ahead: still not due.
+      shift(10 * 60_000);
+      const immediate = await publish('plain', { delayed: false });
+      await app.txHost.withTransaction(() => app.outbox.publish('plain', { delayed: true }, { delayMs: 60_000 }));
+      expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
+      expect(b.calls.map((c) => c.message.id)).toEqual([immediate.id]);
+      // A live lease is not stolen by a worker whose clock runs 10 minutes ahead.
+      const { id } = await publish('plain');
+      shift(0);
+      const held = await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 3 });
+      expect(held.events.map((e) => e.id)).toContain(id);
+      shift(10 * 60_000);
+      expect(await app.worker.drain()).toMatchObject({ delivered: 0 });
+      shift(-10 * 60_000);
+      expect(await app.worker.drain()).toMatchObject({ delivered: 0 });
+      expect((await app.outbox.counts()).pending).toBe(1);
+    } finally {
+      global.Date = RealDate;
+    }
+  });
+});
