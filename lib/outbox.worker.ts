@@ -107,6 +107,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
     ]);
     clearTimeout(timer);
+    // From here on the worker writes nothing but the releases below: a handler that ends late is
+    // not recorded, and nothing runs after TypeORM destroys the DataSource.
+    this.closed = true;
     if (!finished) {
       const pending = [...this.inFlight.entries()];
       this.logger.warn(
@@ -119,7 +122,6 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         }),
       );
     }
-    this.closed = true;
   }
 
   /**

@@ -1,0 +1,92 @@
+import { Injectable } from '@nestjs/common';
+import { OutboxHandler, type OutboxMessage } from '../../lib';
+import { backends } from '../fixtures/backends';
+import { deferred } from '../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+
+@Injectable()
+class Slow {
+  entered = deferred();
+  gate = deferred();
+  calls: OutboxMessage[] = [];
+  aborted = false;
+
+  @OutboxHandler('slow')
+  async handle(m: OutboxMessage) {
+    this.calls.push(m);
+    this.entered.resolve();
+    m.signal.addEventListener('abort', () => {
+      this.aborted = true;
+      this.gate.resolve();
+    });
+    await this.gate.promise;
+  }
+}
+
+describe.each(backends())('graceful shutdown on %s', (backend) => {
+  let app: TestApp;
+  let slow: Slow;
+  /** Statements the store issued, with whether the DataSource was still initialised. */
+  let statements: boolean[];
+
+  async function start(worker: Record<string, number | boolean>) {
+    app = await createTestApp({ backend, providers: [Slow], outbox: { worker } });
+    slow = app.module.get(Slow);
+    statements = [];
+    const create = app.dataSource.createQueryRunner.bind(app.dataSource);
+    app.dataSource.createQueryRunner = (...args) => {
+      statements.push(app.dataSource.isInitialized);
+      return create(...args);
+    };
+  }
+  afterEach(() => app.dispose());
+
+  const publishSlow = (n: number) =>
+    app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: n }, (_, i) => ({ topic: 'slow', payload: { i } }))),
+    );
+
+  it('lets the running handler finish, writes its acknowledgement, releases unstarted events, then stops', async () => {
+    await start({ enabled: true, pollIntervalMs: 10, concurrency: 1, shutdownTimeoutMs: 30_000 });
+    const published = await publishSlow(3);
+    await slow.entered.promise;
+    const started = slow.calls[0].id;
+
+    let closed = false;
+    const closing = app.close().then(() => (closed = true));
+    // The DataSource must stay up while the handler runs: the raw connection sees the claim held.
+    for (let i = 0; i < 3; i++) await app.raw.query('SELECT 1');
+    expect(closed).toBe(false);
+    slow.gate.resolve();
+    await closing;
+
+    const rows = await outboxRows(app);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    expect(byId.get(started)).toMatchObject({ status: 'delivered', claim_token: null });
+    for (const { id } of published.filter((p) => p.id !== started)) {
+      // Claimed in the same batch but never started: given back with the attempt uncounted.
+      expect(byId.get(id)).toMatchObject({ status: 'pending', claim_token: null, attempts: 0 });
+    }
+    expect(slow.calls).toHaveLength(1);
+    expect(slow.aborted).toBe(false);
+    expect(statements.length).toBeGreaterThan(0);
+    expect(statements.every((initialised) => initialised)).toBe(true);
+    expect(app.logger.matching(/failed/)).toEqual([]);
+  });
+
+  it('after shutdownTimeoutMs aborts the handler, releases its lease, and runs no SQL after the DataSource is gone', async () => {
+    await start({ enabled: false, shutdownTimeoutMs: 100 });
+    const [event] = await publishSlow(1);
+    const draining = app.worker.drain();
+    await slow.entered.promise;
+    await app.close();
+    await draining;
+
+    expect(slow.aborted).toBe(true);
+    const [row] = await outboxRows(app);
+    expect(row).toMatchObject({ id: event.id, status: 'pending', claim_token: null, attempts: 1 });
+    expect(statements.every((initialised) => initialised)).toBe(true);
+    expect(app.logger.matching(/still running after 100 ms; releasing/)).toHaveLength(1);
+    expect(app.logger.matching(/skipped: the worker has shut down/)).toHaveLength(1);
+  });
+});
