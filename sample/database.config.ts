@@ -1,0 +1,33 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { TypeOrmModuleOptions } from '@nestjs/typeorm';
+import { OutboxMigration } from '../lib';
+import { CreateOrders1764547200000 } from './orders/orders.migration';
+
+/** The embedded database used when DATABASE_URL is not set (relative to the working directory). */
+export const SQLITE_FILE = resolve('sample/.data/orders.sqlite');
+
+/**
+ * TypeORM options of the sample: PostgreSQL when `databaseUrl` is a postgres:// or postgresql:// URL,
+ * else the embedded SQLite file. Throws on any other URL, before Nest starts.
+ */
+export function databaseOptions(databaseUrl: string | undefined): TypeOrmModuleOptions {
+  const common = {
+    migrations: [OutboxMigration, CreateOrders1764547200000],
+    migrationsRun: true,
+    autoLoadEntities: true,
+  };
+  if (!databaseUrl) {
+    mkdirSync(dirname(SQLITE_FILE), { recursive: true });
+    return { type: 'sqlite', database: SQLITE_FILE, enableWAL: true, busyTimeout: 5000, ...common };
+  }
+  if (/^postgres(ql)?:\/\//i.test(databaseUrl)) {
+    return { type: 'postgres', url: databaseUrl, ...common };
+  }
+  // Name only the scheme: the rest of a URL may hold a password.
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(databaseUrl)?.[1];
+  throw new Error(
+    `DATABASE_URL ${scheme ? `uses the unsupported scheme "${scheme}:"` : 'is not a URL'}; ` +
+      'set it to postgres://user:password@host:port/database, or unset it to use the embedded SQLite file',
+  );
+}

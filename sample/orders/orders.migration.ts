@@ -1,0 +1,36 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/** Creates the `orders` table on PostgreSQL or SQLite, whichever the data source is. */
+export class CreateOrders1764547200000 implements MigrationInterface {
+  name = 'CreateOrders1764547200000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    const type = queryRunner.connection.options.type;
+    switch (type) {
+      case 'postgres':
+        await queryRunner.query(`
+          CREATE TABLE "orders" (
+            "id" uuid PRIMARY KEY,
+            "customer" varchar(200) NOT NULL,
+            "amount" integer NOT NULL CHECK ("amount" > 0),
+            "created_at" timestamptz NOT NULL DEFAULT now()
+          )`);
+        break;
+      case 'sqlite':
+        await queryRunner.query(`
+          CREATE TABLE "orders" (
+            "id" varchar(36) PRIMARY KEY NOT NULL,
+            "customer" varchar(200) NOT NULL,
+            "amount" integer NOT NULL CHECK ("amount" > 0),
+            "created_at" datetime NOT NULL DEFAULT (datetime('now'))
+          )`);
+        break;
+      default:
+        throw new Error(`CreateOrders: database type "${type}" is not supported by the sample`);
+    }
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`DROP TABLE "orders"`);
+  }
+}

@@ -1,0 +1,224 @@
+import { Injectable, Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { getDataSourceToken, getRepositoryToken, TypeOrmModule } from '@nestjs/typeorm';
+import type { DataSource, Repository } from 'typeorm';
+import {
+  createOutboxEntity,
+  createOutboxMigration,
+  OutboxConfigurationError,
+  OutboxEventEntity,
+  OutboxHandler,
+  OutboxMigration,
+  OutboxModule,
+  OutboxService,
+  OutboxWorker,
+  type OutboxEventRecord,
+  type OutboxMessage,
+} from '../../lib';
+import { backends, rawPostgres, removeSqliteFile, sqliteFile, uniqueName } from '../fixtures/backends';
+import { postgresUrl } from '../fixtures/env';
+import { clsImports } from '../fixtures/test-app';
+import { TransactionHost } from '@nestjs-cls/transactional';
+
+@Injectable()
+class Sink {
+  seen: OutboxMessage[] = [];
+  @OutboxHandler('thing.happened')
+  async handle(m: OutboxMessage) {
+    this.seen.push(m);
+  }
+}
+
+@Injectable()
+class Settings {
+  readonly batchSize = 25;
+}
+@Module({ providers: [Settings], exports: [Settings] })
+class SettingsModule {}
+
+/** Each test gets its own PostgreSQL schema, so the default table name `outbox_event` is free. */
+async function isolatedDatabase(backend: 'sqlite' | 'postgres') {
+  if (backend === 'sqlite') {
+    const file = sqliteFile();
+    return { options: { type: 'sqlite' as const, database: file }, drop: async () => removeSqliteFile(file) };
+  }
+  const schema = uniqueName('schema');
+  const raw = await rawPostgres();
+  await raw.query(`CREATE SCHEMA "${schema}"`);
+  return {
+    options: { type: 'postgres' as const, url: postgresUrl(), schema, extra: { options: `-c search_path=${schema}` } },
+    drop: async () => {
+      await raw.query(`DROP SCHEMA "${schema}" CASCADE`);
+      await raw.close();
+    },
+  };
+}
+
+describe.each(backends())('registering the entity and the migration on %s', (backend) => {
+  let drop: () => Promise<void>;
+  afterEach(() => drop?.());
+
+  async function boot(typeorm: object, outbox: Parameters<typeof OutboxModule.forRoot>[0] = {}) {
+    const db = await isolatedDatabase(backend);
+    drop = db.drop;
+    const module = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ ...db.options, migrationsRun: true, ...typeorm }),
+        ...clsImports(),
+        OutboxModule.forRoot({ worker: { enabled: false }, ...outbox }),
+      ],
+      providers: [Sink],
+    })
+      .setLogger(false as never)
+      .compile();
+    await module.init();
+    return module;
+  }
+
+  async function roundTrip(module: Awaited<ReturnType<typeof boot>>) {
+    const { id } = await module
+      .get(TransactionHost)
+      .withTransaction(() => module.get(OutboxService).publish('thing.happened', { ok: true }, { key: 'k1' }));
+    await module.get(OutboxWorker).drain();
+    expect(module.get(Sink).seen.map((m) => m.id)).toEqual([id]);
+    return id;
+  }
+
+  it('works with the entity listed by hand and OutboxMigration in the app migrations', async () => {
+    const module = await boot({ entities: [OutboxEventEntity], migrations: [OutboxMigration] });
+    const id = await roundTrip(module);
+    const repo = module.get(getDataSourceToken()).getRepository(OutboxEventEntity) as Repository<OutboxEventRecord>;
+    const row = await repo.findOneByOrFail({ id });
+    expect(row).toMatchObject({ topic: 'thing.happened', key: 'k1', status: 'delivered', attempts: 1, payload: { ok: true } });
+    expect(row.createdAt).toBeInstanceOf(Date);
+    expect(row.processedAt).toBeInstanceOf(Date);
+    await module.close();
+  });
+
+  it('works with autoLoadEntities: the repository of the entity is injectable', async () => {
+    const module = await boot({ autoLoadEntities: true, migrations: [OutboxMigration] });
+    const id = await roundTrip(module);
+    const repo = module.get<Repository<OutboxEventRecord>>(getRepositoryToken(OutboxEventEntity));
+    expect((await repo.findOneByOrFail({ id })).headers).toEqual({});
+    // The table belongs to the migration: synchronize never touches it.
+    const ds = module.get<DataSource>(getDataSourceToken());
+    expect(ds.getMetadata(OutboxEventEntity).synchronize).toBe(false);
+    await module.close();
+  });
+
+  it('supports a custom table through the factories, and the migration runs down', async () => {
+    expect(createOutboxEntity('audit_events')).toBe(createOutboxEntity('audit_events'));
+    expect(createOutboxMigration('audit_events')).toBe(createOutboxMigration('audit_events'));
+    const module = await boot(
+      { autoLoadEntities: true, migrations: [createOutboxMigration('audit_events')] },
+      { tableName: 'audit_events' },
+    );
+    const id = await roundTrip(module);
+    const repo = module.get<Repository<OutboxEventRecord>>(getRepositoryToken(createOutboxEntity('audit_events')));
+    expect(await repo.countBy({ id })).toBe(1);
+    const ds = module.get<DataSource>(getDataSourceToken());
+    await ds.undoLastMigration();
+    await expect(ds.query('SELECT 1 FROM audit_events')).rejects.toThrow();
+    await module.close();
+  });
+
+  it('forRootAsync takes the table beside useFactory and the rest from the factory', async () => {
+    const db = await isolatedDatabase(backend);
+    drop = db.drop;
+    const module = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ ...db.options, migrationsRun: true, autoLoadEntities: true, migrations: [createOutboxMigration('async_events')] }),
+        ...clsImports(),
+        OutboxModule.forRootAsync({
+          tableName: 'async_events',
+          imports: [SettingsModule],
+          inject: [Settings],
+          useFactory: (settings: Settings) => ({ worker: { enabled: false, batchSize: settings.batchSize } }),
+        }),
+      ],
+      providers: [Sink],
+    })
+      .setLogger(false as never)
+      .compile();
+    await module.init();
+    await roundTrip(module);
+    await module.close();
+  });
+});
+
+describe('start-up errors', () => {
+  const file = sqliteFile();
+  afterAll(() => removeSqliteFile(file));
+  const typeorm = () => TypeOrmModule.forRoot({ type: 'sqlite', database: file });
+
+  async function bootError(imports: unknown[], providers: unknown[] = []) {
+    const error = await Test.createTestingModule({ imports: imports as never, providers: providers as never })
+      .setLogger(false as never)
+      .compile()
+      .then((m) => m.init())
+      .then(
+        () => undefined,
+        (e) => e,
+      );
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    return error as OutboxConfigurationError;
+  }
+
+  it('names the bad option of forRoot', async () => {
+    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({ worker: { batchSize: 0 } })]);
+    expect(error.option).toBe('worker.batchSize');
+  });
+
+  it('names the bad option of a forRootAsync factory (a string from the environment)', async () => {
+    const error = await bootError([
+      typeorm(),
+      ...clsImports(),
+      OutboxModule.forRootAsync({ useFactory: () => ({ worker: { pollIntervalMs: '500' as never } }) }),
+    ]);
+    expect(error.option).toBe('worker.pollIntervalMs');
+    expect(error.message).toMatch(/the string "500"/);
+  });
+
+  it('refuses a table name returned by the factory instead of declared beside it', async () => {
+    const error = await bootError([
+      typeorm(),
+      ...clsImports(),
+      OutboxModule.forRootAsync({ useFactory: () => ({ tableName: 'elsewhere' }) }),
+    ]);
+    expect(error.option).toBe('tableName');
+    expect(error.message).toMatch(/declare tableName beside useFactory/);
+  });
+
+  it('refuses a handler timeout that does not fit in the lease', async () => {
+    @Injectable()
+    class TooSlow {
+      @OutboxHandler('x', { timeoutMs: 59_500 })
+      async handle() {}
+    }
+    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({})], [TooSlow]);
+    expect(error.option).toBe("@OutboxHandler('x') on TooSlow.handle: timeoutMs");
+    expect(error.message).toMatch(/shorter than worker.leaseMs \(60000 ms\)/);
+  });
+
+  it('refuses two handlers with the same name on one topic', async () => {
+    @Injectable()
+    class Twice {
+      @OutboxHandler('x', { name: 'same' })
+      async a() {}
+      @OutboxHandler('x', { name: 'same' })
+      async b() {}
+    }
+    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({})], [Twice]);
+    expect(error.message).toMatch(/a handler named "same" is already registered/);
+  });
+
+  it('refuses an invalid handler topic', async () => {
+    @Injectable()
+    class BadTopic {
+      @OutboxHandler('has space')
+      async a() {}
+    }
+    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({})], [BadTopic]);
+    expect(error.message).toMatch(/letters, digits and/);
+  });
+});

@@ -1,0 +1,99 @@
+import { Injectable } from '@nestjs/common';
+import { OutboxHandler, OutboxService, type OutboxMessage } from '../../lib';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { eventually } from '../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+
+@Injectable()
+class Chain {
+  delivered: OutboxMessage[] = [];
+  constructor(
+    private readonly outbox: OutboxService,
+    private readonly txHost: TransactionHost,
+  ) {}
+
+  @OutboxHandler('order.placed')
+  async onPlaced(m: OutboxMessage<{ n: number }>) {
+    this.delivered.push(m);
+    // A handler that opens its own transaction while the worker and the application are busy.
+    if (m.payload.n % 5 === 0) {
+      await this.txHost.withTransaction(() => this.outbox.publish('order.followup', { n: m.payload.n }));
+    }
+  }
+
+  @OutboxHandler('order.followup')
+  async onFollowup(m: OutboxMessage) {
+    this.delivered.push(m);
+  }
+}
+
+/**
+ * TypeORM's SQLite driver runs everything on one connection. The application's transactions, the
+ * handlers' transactions and the worker's statements must share it without "cannot start a
+ * transaction within a transaction", SQLITE_BUSY, or a worker statement landing inside an
+ * application transaction (which could deliver an event that is then rolled back).
+ */
+describe('SQLite: one connection shared by the application and the worker', () => {
+  let app: TestApp;
+  afterEach(() => app.dispose());
+
+  it('runs concurrent application transactions while the worker drains, with no error and no phantom event', async () => {
+    app = await createTestApp({
+      backend: 'sqlite',
+      providers: [Chain],
+      outbox: { worker: { enabled: true, pollIntervalMs: 10, batchSize: 7, concurrency: 4 } },
+    });
+    const chain = app.module.get(Chain);
+    const insert = `INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`;
+
+    const requests = Array.from({ length: 60 }, async (_, n) => {
+      const body = async () => {
+        const manager = app.txHost.tx;
+        await manager.query(insert, [`o-${n}`, 'placed']);
+        await manager.query(`SELECT count(*) FROM "${app.ordersTable}"`);
+        await app.outbox.publish('order.placed', { n });
+        await manager.query(`UPDATE "${app.ordersTable}" SET "note" = 'published' WHERE "id" = ?`, [`o-${n}`]);
+        if (n % 4 === 3) throw new Error(`rollback ${n}`);
+      };
+      // Three ways applications open transactions: CLS, dataSource.transaction, and a query runner.
+      if (n % 3 === 0) return app.txHost.withTransaction(body);
+      if (n % 3 === 1) {
+        return app.dataSource.transaction(async (manager) => {
+          await manager.query(insert, [`o-${n}`, 'placed']);
+          await app.outbox.publish('order.placed', { n }, { manager });
+          if (n % 4 === 3) throw new Error(`rollback ${n}`);
+        });
+      }
+      const runner = app.dataSource.createQueryRunner();
+      await runner.startTransaction();
+      try {
+        await runner.query(insert, [`o-${n}`, 'placed']);
+        await app.outbox.publish('order.placed', { n }, { manager: runner.manager });
+        if (n % 4 === 3) throw new Error(`rollback ${n}`);
+        await runner.commitTransaction();
+      } catch (error) {
+        await runner.rollbackTransaction();
+        throw error;
+      }
+    });
+    const outcomes = await Promise.allSettled(requests);
+
+    const failures = outcomes.flatMap((o, n) => (o.status === 'rejected' ? [[n, String(o.reason)]] : []));
+    // Only the deliberate rollbacks failed: nothing nested, nothing busy.
+    expect(failures.filter(([n, reason]) => reason !== `Error: rollback ${n}`)).toEqual([]);
+    const committed = outcomes.flatMap((o, n) => (o.status === 'fulfilled' ? [n] : []));
+    expect(committed).toHaveLength(45);
+
+    const followups = committed.filter((n) => n % 5 === 0).length;
+    await eventually(
+      async () => (await app.outbox.counts()).delivered === committed.length + followups,
+      20_000,
+      'every committed event delivered',
+    );
+    const placed = chain.delivered.filter((m) => m.topic === 'order.placed').map((m) => (m.payload as { n: number }).n);
+    expect(placed.sort((a, b) => a - b)).toEqual(committed);
+    const rows = await outboxRows(app);
+    expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
+    expect(app.logger.matching(/failed|rejected/)).toEqual([]);
+  });
+});
