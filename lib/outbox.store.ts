@@ -64,38 +64,26 @@ export class OutboxStore {
    * so a conflict leaves the table as it was.
    */
   async insert(manager: EntityManager, events: ValidatedEvent[]): Promise<PublishResult[]> {
-    const results: PublishResult[] = new Array(events.length);
-    const firstByKey = new Map<string, number>();
-    const toInsert: Array<{ index: number; id: string; event: ValidatedEvent }> = [];
-
-    // Within one call, a repeated dedupe key resolves to the first occurrence.
+    // Within one call, a repeated dedupe key stands for its first occurrence.
+    const firstIndex = new Map<string, number>();
     events.forEach((event, index) => {
-      if (event.dedupeKey !== null) {
-        const first = firstByKey.get(event.dedupeKey);
-        if (first !== undefined) {
-          results[index] = { id: '', inserted: false };
-          return;
-        }
-        firstByKey.set(event.dedupeKey, index);
+      if (event.dedupeKey === null) return;
+      const first = firstIndex.get(event.dedupeKey);
+      if (first === undefined) firstIndex.set(event.dedupeKey, index);
+      else if (!sameContent(events[first], event)) {
+        throw new OutboxDedupeConflictError(event.dedupeKey, '(earlier in the same publishMany call)');
       }
-      toInsert.push({ index, id: uuidv7(), event });
     });
-    for (const [index, event] of events.entries()) {
-      if (results[index]) {
-        const first = firstByKey.get(event.dedupeKey!)!;
-        if (!sameContent(events[first], event)) {
-          throw new OutboxDedupeConflictError(event.dedupeKey!, '(earlier in the same publishMany call)');
-        }
-      }
-    }
+    const rows = events.flatMap((event, index) =>
+      event.dedupeKey !== null && firstIndex.get(event.dedupeKey) !== index ? [] : [{ index, id: uuidv7(), event }],
+    );
 
-    const existing = await this.findByDedupeKeys(manager, [...firstByKey.keys()]);
-    const fresh = toInsert.filter((row) => {
+    const results: PublishResult[] = new Array(events.length);
+    const existing = await this.findByDedupeKeys(manager, [...firstIndex.keys()]);
+    const fresh = rows.filter((row) => {
       const found = row.event.dedupeKey === null ? undefined : existing.get(row.event.dedupeKey);
-      if (!found) return true;
-      if (!sameStored(found, row.event)) throw new OutboxDedupeConflictError(row.event.dedupeKey!, found.id);
-      results[row.index] = { id: found.id, inserted: false };
-      return false;
+      if (found) results[row.index] = this.resolveDuplicate(found, row.event);
+      return !found;
     });
 
     const rowsPerStatement = Math.floor(this.dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
@@ -103,31 +91,29 @@ export class OutboxStore {
       await this.runIn(manager, this.dialect.insert(this.table, fresh.slice(i, i + rowsPerStatement)));
     }
 
-    // A concurrent transaction may have committed the same dedupe key between the check and the insert;
-    // ON CONFLICT DO NOTHING skipped our row, so resolve it against the winner.
-    const dedupedFresh = fresh.filter((row) => row.event.dedupeKey !== null);
-    const winners = await this.findByDedupeKeys(
-      manager,
-      dedupedFresh.map((row) => row.event.dedupeKey!),
-    );
+    // A concurrent transaction may have committed the same dedupe key between the check and the
+    // insert; ON CONFLICT DO NOTHING then skipped our row, so resolve it against the winner.
+    const keyed = fresh.filter((row) => row.event.dedupeKey !== null);
+    const winners = keyed.length ? await this.findByDedupeKeys(manager, keyed.map((r) => r.event.dedupeKey!)) : new Map();
     for (const row of fresh) {
       const winner = row.event.dedupeKey === null ? undefined : winners.get(row.event.dedupeKey);
-      if (!winner || winner.id === row.id) {
-        results[row.index] = { id: row.id, inserted: true };
-      } else if (sameStored(winner, row.event)) {
-        results[row.index] = { id: winner.id, inserted: false };
-      } else {
-        throw new OutboxDedupeConflictError(row.event.dedupeKey!, winner.id);
-      }
+      results[row.index] =
+        !winner || winner.id === row.id ? { id: row.id, inserted: true } : this.resolveDuplicate(winner, row.event);
     }
-    for (const [index, event] of events.entries()) {
-      if (results[index].id === '') results[index] = { id: results[firstByKey.get(event.dedupeKey!)!].id, inserted: false };
-    }
+    events.forEach((event, index) => {
+      if (!results[index]) results[index] = { id: results[firstIndex.get(event.dedupeKey!)!].id, inserted: false };
+    });
     return results;
+  }
+
+  private resolveDuplicate(stored: StoredEvent, event: ValidatedEvent): PublishResult {
+    if (!sameStored(stored, event)) throw new OutboxDedupeConflictError(event.dedupeKey!, stored.id);
+    return { id: stored.id, inserted: false };
   }
 
   private async findByDedupeKeys(manager: EntityManager, keys: string[]): Promise<Map<string, StoredEvent>> {
     const found = new Map<string, StoredEvent>();
+    if (keys.length === 0) return found;
     const perStatement = this.dialect.maxParameters - 1;
     for (let i = 0; i < keys.length; i += perStatement) {
       const { rows } = await this.runIn(manager, this.dialect.selectByDedupeKeys(this.table, keys.slice(i, i + perStatement)));
