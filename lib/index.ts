@@ -23,8 +23,8 @@ export {
   OutboxEventEntity,
   createOutboxEntity,
   type OutboxEventEntityClass,
-  type OutboxEventRecord,
 } from './entities/outbox-event.entity';
+export type { OutboxEventRecord, OutboxStatus } from './interfaces/outbox-event-record.interface';
 export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './migrations/outbox.migration';
 export {
   OutboxConfigurationError,

@@ -36,5 +36,8 @@ export function decodeRow(row: Record<string, unknown>): StoredEvent {
   };
 }
 
+/** Columns every dialect's insert writes, in its parameter order. */
+export const INSERT_COLUMNS = '("id", "topic", "key", "dedupe_key", "payload", "headers", "available_at")';
+
 export const LEASE_EXPIRED_ON_LAST_ATTEMPT =
   'did not finish before its lease expired (the worker stopped, crashed or was too slow)';

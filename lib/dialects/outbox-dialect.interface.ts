@@ -1,24 +1,9 @@
+import type { OutboxEventRecord } from '../interfaces/outbox-event-record.interface';
 import type { ValidatedEvent } from '../outbox.validation';
 
-export type OutboxStatus = 'pending' | 'delivered' | 'dead';
-
+export type { OutboxStatus } from '../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
-export interface StoredEvent {
-  id: string;
-  topic: string;
-  key: string | null;
-  dedupeKey: string | null;
-  payload: unknown;
-  headers: Record<string, string>;
-  status: OutboxStatus;
-  attempts: number;
-  availableAt: Date;
-  claimToken: string | null;
-  completedHandlers: string[];
-  lastError: string | null;
-  createdAt: Date;
-  processedAt: Date | null;
-}
+export type StoredEvent = OutboxEventRecord;
 
 /** Rows and affected-row count of one statement. */
 export interface StatementResult {

@@ -1,5 +1,5 @@
 import type { FailureUpdate, OutboxDialect } from './outbox-dialect.interface';
-import { decodeRow, indexNames, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
@@ -63,7 +63,7 @@ export class PostgresDialect implements OutboxDialect {
     });
     return {
       sql:
-        `INSERT INTO ${quoteIdent(table)} ("id", "topic", "key", "dedupe_key", "payload", "headers", "available_at") ` +
+        `INSERT INTO ${quoteIdent(table)} ${INSERT_COLUMNS} ` +
         `VALUES ${values.join(', ')} ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING`,
       params,
     };

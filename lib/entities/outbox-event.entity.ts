@@ -1,7 +1,7 @@
 import { Column, Entity, PrimaryColumn, type ValueTransformer } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
 import { validateTableName } from '../outbox.options';
-import type { OutboxStatus } from '../dialects/outbox-dialect.interface';
+import type { OutboxEventRecord, OutboxStatus } from '../interfaces/outbox-event-record.interface';
 
 /** JSON columns are `jsonb` on PostgreSQL and TEXT on SQLite; read them the same way on both. */
 const json: ValueTransformer = {
@@ -13,24 +13,6 @@ const time: ValueTransformer = {
   to: (value: unknown) => (value instanceof Date ? value.toISOString() : value),
   from: (value: unknown) => (value == null || value instanceof Date ? value : new Date(String(value))),
 };
-
-/** Shape of an outbox row as read through TypeORM. */
-export interface OutboxEventRecord {
-  id: string;
-  topic: string;
-  key: string | null;
-  dedupeKey: string | null;
-  payload: unknown;
-  headers: Record<string, string>;
-  status: OutboxStatus;
-  attempts: number;
-  availableAt: Date;
-  claimToken: string | null;
-  completedHandlers: string[];
-  lastError: string | null;
-  createdAt: Date;
-  processedAt: Date | null;
-}
 
 export type OutboxEventEntityClass = new () => OutboxEventRecord;
 

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, OutboxService, type OutboxMessage } from '../../lib';
 import { TransactionHost } from '@nestjs-cls/transactional';
+import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
@@ -9,7 +10,7 @@ class Chain {
   delivered: OutboxMessage[] = [];
   constructor(
     private readonly outbox: OutboxService,
-    private readonly txHost: TransactionHost,
+    private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>,
   ) {}
 
   @OutboxHandler('order.placed')
