@@ -73,6 +73,13 @@ class Handlers {
   async plain(m: OutboxMessage) {
     this.b.calls.push({ handler: 'plain', message: m });
   }
+
+  @OutboxHandler('takes.450ms')
+  async takes450(m: OutboxMessage) {
+    this.b.calls.push({ handler: 'takes450', message: m });
+    // Simulated work, not a wait for an event: long enough to use up most of a 1 s lease.
+    await new Promise((resolve) => setTimeout(resolve, 450));
+  }
 }
 
 describe.each(backends())('worker on %s', (backend) => {
@@ -245,6 +252,42 @@ describe.each(backends())('worker on %s', (backend) => {
     expect((await row(id)).status).toBe('delivered');
     // Acknowledged means never claimable again.
     expect((await store.claim({ batchSize: 10, leaseMs: 1000, maxAttempts: 3 })).events).toHaveLength(0);
+  });
+
+  it('drains back to back while batches come back full, from a single poll', async () => {
+    await start();
+    const total = 23;
+    await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: total }, (_, n) => ({ topic: 'plain', payload: { n } }))),
+    );
+    // A second application on the same database whose worker polls once at bootstrap, then not for an hour.
+    const second = await createTestApp({
+      backend,
+      table: app.table,
+      sqlitePath: app.sqlitePath,
+      providers: [Behaviour, Handlers],
+      outbox: { worker: { enabled: true, pollIntervalMs: 3_600_000, batchSize: 5 } },
+    });
+    try {
+      await eventually(async () => (await second.outbox.counts()).delivered === total, 10_000, 'all delivered');
+      expect(second.module.get(Behaviour).calls).toHaveLength(total);
+    } finally {
+      await second.close();
+      await second.raw.close();
+    }
+  });
+
+  it('gives back, uncounted, an event whose lease has too little time left to start it', async () => {
+    await start({ worker: { leaseMs: 1000, concurrency: 1, batchSize: 3 } });
+    const published = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([0, 1, 2].map((n) => ({ topic: 'takes.450ms', payload: { n } }))),
+    );
+    const result = await app.worker.drain();
+    // The first takes 450 ms of the 1 s lease; the next cannot fit its 500 ms timeout in what is left.
+    expect(result.released).toBeGreaterThanOrEqual(1);
+    expect(result.delivered).toBe(3);
+    const rows = await outboxRows(app);
+    expect(rows.map((r) => [r.status, r.attempts])).toEqual(published.map(() => ['delivered', 1]));
   });
 
   it('never overlaps itself: a second drain waits for the first', async () => {
