@@ -256,6 +256,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       );
     } else {
       total.failed++;
+      this.logger.warn(
+        `Outbox event ${event.id} (${event.topic}) attempt ${event.attempts} of ${this.options.retry.maxAttempts} ` +
+          `failed; retrying in ${retryDelayMs} ms or later: ${errorText}`,
+      );
     }
   }
 

@@ -131,6 +131,7 @@ describe.each(backends())('worker on %s', (backend) => {
     expect(stored.last_error).toMatch(/alwaysFails: Error: boom 3/);
     expect(stored.processed_at).not.toBeNull();
     expect(app.logger.matching(new RegExp(`Dead-lettered outbox event ${id} \\(always.fails\\) after attempt 3`))).toHaveLength(1);
+    expect(app.logger.matching(/attempt [12] of 3 failed; retrying in \d+ ms or later: Handlers.alwaysFails: Error: boom/)).toHaveLength(2);
   });
 
   it('waits out the backoff by the database clock', async () => {
