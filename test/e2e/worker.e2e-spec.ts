@@ -106,7 +106,9 @@ describe.each(backends())('worker on %s', (backend) => {
   it('logs one line per registered handler', async () => {
     await start();
     expect(app.logger.matching(/^Outbox handler Handlers\.first \{multi\}$/)).toHaveLength(1);
-    expect(app.logger.matching(/^Outbox handler /)).toHaveLength(8);
+    // Every method of Handlers is a handler of one topic.
+    const methods = Object.getOwnPropertyNames(Handlers.prototype).filter((name) => name !== 'constructor');
+    expect(app.logger.matching(/^Outbox handler /)).toHaveLength(methods.length);
   });
 
   it('records each handler of a topic on its own: a retry runs only the one that failed', async () => {
