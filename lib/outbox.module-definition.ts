@@ -43,13 +43,13 @@ export const {
               provide: OUTBOX_STORE,
               inject: [OUTBOX_OPTIONS],
               useFactory: (options: ResolvedOutboxOptions) =>
-                new OutboxStore(extras.dataSource as DataSource, options.tableName),
+                OutboxStore.create(extras.dataSource as DataSource, options.tableName),
             }
           : {
               provide: OUTBOX_STORE,
               inject: [OUTBOX_OPTIONS, getDataSourceToken(dataSourceName)],
               useFactory: (options: ResolvedOutboxOptions, named: DataSource) =>
-                new OutboxStore(options.dataSource instanceof DataSource ? options.dataSource : named, options.tableName),
+                OutboxStore.create(options.dataSource instanceof DataSource ? options.dataSource : named, options.tableName),
             };
       return {
         ...definition,

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { dialectForType, isSqlite } from './dialects';
 import type {
   FailureUpdate,
   OutboxDialect,
+  SqlExecutor,
+  Statement,
   StatementResult,
   StoredEvent,
 } from './dialects/outbox-dialect.interface';
@@ -22,6 +24,12 @@ export interface ClaimResult {
 }
 
 const COLUMNS_PER_INSERTED_ROW = 8;
+const TRANSIENT_RETRIES = 5;
+
+async function queryOn(runner: QueryRunner, statement: Statement): Promise<StatementResult> {
+  const result = await runner.query(statement.sql, statement.params, true);
+  return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
+}
 
 /**
  * The outbox table's operations, bound to one DataSource and table. Publishing runs on the caller's
@@ -39,24 +47,64 @@ export class OutboxStore {
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
   }
 
-  /** Runs one statement outside any application transaction. */
-  private async run(statement: { sql: string; params: unknown[] }): Promise<StatementResult> {
-    const execute = async () => {
-      const runner = this.dataSource.createQueryRunner();
-      try {
-        const result = await runner.query(statement.sql, statement.params, true);
-        return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
-      } finally {
-        await runner.release();
-      }
-    };
-    return this.gate ? this.gate.exclusive(execute) : execute();
+  /** A store whose server has been checked: too old a server stops the start-up. */
+  static async create(dataSource: DataSource, table: string): Promise<OutboxStore> {
+    const store = new OutboxStore(dataSource, table);
+    await store.dialect.verifyServer(store.executor);
+    return store;
   }
 
-  private async runIn(manager: EntityManager, statement: { sql: string; params: unknown[] }): Promise<StatementResult> {
-    const runner = manager.queryRunner!;
-    const result = await runner.query(statement.sql, statement.params, true);
-    return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
+  /** The worker's way to the database: each statement or transaction outside any application transaction. */
+  private readonly executor: SqlExecutor = {
+    run: (statement) => this.exclusive(() => this.withRetry(() => this.execute(statement))),
+    transaction: (work) =>
+      this.exclusive(() =>
+        this.withRetry(async () => {
+          const runner = this.dataSource.createQueryRunner();
+          try {
+            await runner.startTransaction('READ COMMITTED');
+            try {
+              const result = await work((statement) => queryOn(runner, statement));
+              await runner.commitTransaction();
+              return result;
+            } catch (error) {
+              await runner.rollbackTransaction().catch(() => undefined);
+              throw error;
+            }
+          } finally {
+            await runner.release();
+          }
+        }),
+      ),
+  };
+
+  private async execute(statement: Statement): Promise<StatementResult> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      return await queryOn(runner, statement);
+    } finally {
+      await runner.release();
+    }
+  }
+
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    return this.gate ? this.gate.exclusive(work) : work();
+  }
+
+  /** Deadlocks and lock waits are the database asking to try again, not failures of the outbox. */
+  private async withRetry<T>(work: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        if (attempt >= TRANSIENT_RETRIES || !this.dialect.isTransient(error)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 20 * attempt)));
+      }
+    }
+  }
+
+  private runIn(manager: EntityManager, statement: Statement): Promise<StatementResult> {
+    return queryOn(manager.queryRunner!, statement);
   }
 
   /**
@@ -127,15 +175,7 @@ export class OutboxStore {
 
   async claim(args: { batchSize: number; leaseMs: number; maxAttempts: number }): Promise<ClaimResult> {
     const token = randomUUID();
-    const { rows, affected } = await this.run(this.dialect.claim(this.table, { ...args, token }));
-    if (affected > rows.length) {
-      // The driver executed the claim without returning its rows: the claimed events would sit leased
-      // until expiry with an attempt spent. Fail loudly instead.
-      throw new Error(
-        `The outbox claim updated ${affected} rows but the driver returned ${rows.length}; ` +
-          'this TypeORM driver drops UPDATE … RETURNING rows and is not supported',
-      );
-    }
+    const rows = await this.dialect.claim(this.executor, this.table, { ...args, token });
     const decoded = rows.map((row) => this.dialect.decode(row));
     return {
       token,
@@ -146,20 +186,20 @@ export class OutboxStore {
 
   /** Each returns false when the token no longer owns a live lease: nothing was changed. */
   async acknowledge(id: string, token: string, completedHandlers: string[]): Promise<boolean> {
-    return (await this.run(this.dialect.acknowledge(this.table, id, token, completedHandlers))).affected === 1;
+    return (await this.executor.run(this.dialect.acknowledge(this.table, id, token, completedHandlers))).affected === 1;
   }
 
   async fail(id: string, token: string, update: FailureUpdate): Promise<boolean> {
-    return (await this.run(this.dialect.fail(this.table, id, token, update))).affected === 1;
+    return (await this.executor.run(this.dialect.fail(this.table, id, token, update))).affected === 1;
   }
 
   async release(id: string, token: string, uncount: boolean): Promise<boolean> {
-    return (await this.run(this.dialect.release(this.table, id, token, uncount))).affected === 1;
+    return (await this.executor.run(this.dialect.release(this.table, id, token, uncount))).affected === 1;
   }
 
   async counts(): Promise<OutboxCounts> {
     const counts: OutboxCounts = { pending: 0, inFlight: 0, delivered: 0, dead: 0 };
-    const { rows } = await this.run(this.dialect.counts(this.table));
+    const { rows } = await this.executor.run(this.dialect.counts(this.table));
     for (const row of rows) {
       const n = Number(row.n);
       const inFlight = row.in_flight === true || Number(row.in_flight) === 1;

@@ -1,5 +1,38 @@
 import type { OutboxStatus, StoredEvent } from './outbox-dialect.interface';
 
+import { OutboxUnsupportedDatabaseError } from '../errors/outbox.errors';
+
+/** The driver's error code (`40P01`, `ER_LOCK_DEADLOCK`, `SQLITE_BUSY`…) or errno, through TypeORM's wrapper. */
+export function driverErrorCode(error: unknown): string | number | undefined {
+  const e = error as { code?: string | number; errno?: number; driverError?: { code?: string; errno?: number } };
+  return e?.driverError?.code ?? e?.code ?? e?.driverError?.errno ?? e?.errno;
+}
+
+export function driverErrno(error: unknown): number | undefined {
+  const e = error as { errno?: number; driverError?: { errno?: number } };
+  return e?.driverError?.errno ?? e?.errno;
+}
+
+function versionParts(version: string): number[] {
+  return (version.match(/\d+(\.\d+)*/)?.[0] ?? '0').split('.').map(Number);
+}
+
+export function versionAtLeast(found: string, minimum: string): boolean {
+  const a = versionParts(found);
+  const b = versionParts(minimum);
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d > 0;
+  }
+  return true;
+}
+
+export function requireVersion(product: string, found: string, minimum: string): void {
+  if (!versionAtLeast(found, minimum)) {
+    throw new OutboxUnsupportedDatabaseError(product, found, minimum);
+  }
+}
+
 export function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }

@@ -1,22 +1,26 @@
 import type { DataSource } from 'typeorm';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxDialect } from './outbox-dialect.interface';
+import { MysqlDialect } from './mysql.dialect';
 import { PostgresDialect } from './postgres.dialect';
 import { SqliteDialect } from './sqlite.dialect';
 
-const SUPPORTED = ['postgres', 'sqlite', 'better-sqlite3'];
+const SUPPORTED = ['postgres', 'mysql', 'mariadb', 'sqlite', 'better-sqlite3'];
 
 export function dialectForType(type: string): OutboxDialect {
   switch (type) {
     case 'postgres':
       return new PostgresDialect();
+    case 'mysql':
+    case 'mariadb':
+      return new MysqlDialect();
     case 'sqlite':
     case 'better-sqlite3':
       return new SqliteDialect();
     default:
       throw new OutboxConfigurationError(
         'dataSource',
-        `the outbox does not support TypeORM database type "${type}" yet; supported: ${SUPPORTED.join(', ')}`,
+        `the outbox does not support TypeORM database type "${type}"; supported: ${SUPPORTED.join(', ')}`,
       );
   }
 }

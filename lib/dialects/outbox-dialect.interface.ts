@@ -11,8 +11,17 @@ export interface StatementResult {
   affected: number;
 }
 
-/** Runs one statement, inside the caller's transaction when a manager is given. */
-export type StatementRunner = (sql: string, params: unknown[]) => Promise<StatementResult>;
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+/** Runs statements of the worker, each outside any application transaction. */
+export interface SqlExecutor {
+  run(statement: Statement): Promise<StatementResult>;
+  /** Runs `work` in one READ COMMITTED transaction on one connection; rolls back if it throws. */
+  transaction<T>(work: (run: (statement: Statement) => Promise<StatementResult>) => Promise<T>): Promise<T>;
+}
 
 export interface FailureUpdate {
   error: string;
@@ -36,18 +45,30 @@ export interface OutboxDialect {
   createSchema(table: string): string[];
   dropSchema(table: string): string[];
 
-  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): { sql: string; params: unknown[] };
-  selectByDedupeKeys(table: string, keys: string[]): { sql: string; params: unknown[] };
-  /** One statement that takes up to `batchSize` due rows, or dead-letters those whose final lease expired. */
+  /** Refuses a server too old for the outbox (no SKIP LOCKED, no RETURNING) with a clear error. */
+  verifyServer(executor: SqlExecutor): Promise<void>;
+  /** Errors worth running the same statement or transaction again for (deadlock, lock wait timeout). */
+  isTransient(error: unknown): boolean;
+
+  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
+  selectByDedupeKeys(table: string, keys: string[]): Statement;
+  /**
+   * Takes up to `batchSize` due rows for `token` — lease, attempt + 1 — in one short transaction by the
+   * database clock, dead-lettering instead those whose final attempt's lease expired; returns the rows
+   * as they are after the claim.
+   */
   claim(
+    executor: SqlExecutor,
     table: string,
     args: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
-  ): { sql: string; params: unknown[] };
-  acknowledge(table: string, id: string, token: string, completedHandlers: string[]): { sql: string; params: unknown[] };
-  fail(table: string, id: string, token: string, update: FailureUpdate): { sql: string; params: unknown[] };
+  ): Promise<Record<string, unknown>[]>;
+  /** The locking selection of the claim, for EXPLAIN in tests and operations. */
+  claimSelection(table: string, batchSize: number): Statement;
+  acknowledge(table: string, id: string, token: string, completedHandlers: string[]): Statement;
+  fail(table: string, id: string, token: string, update: FailureUpdate): Statement;
   /** Gives a claimed row back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
-  release(table: string, id: string, token: string, uncount: boolean): { sql: string; params: unknown[] };
-  counts(table: string): { sql: string; params: unknown[] };
+  release(table: string, id: string, token: string, uncount: boolean): Statement;
+  counts(table: string): Statement;
 
   decode(row: Record<string, unknown>): StoredEvent;
 }

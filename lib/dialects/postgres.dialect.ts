@@ -1,4 +1,5 @@
-import type { FailureUpdate, OutboxDialect } from './outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
+import { driverErrorCode, requireVersion } from './dialect.util';
 import { decodeRow, indexNames, INSERT_COLUMNS, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
@@ -12,6 +13,16 @@ const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_a
 export class PostgresDialect implements OutboxDialect {
   readonly name = 'postgres';
   readonly maxParameters = 65_535;
+
+  async verifyServer(executor: SqlExecutor): Promise<void> {
+    const { rows } = await executor.run({ sql: 'SHOW server_version', params: [] });
+    requireVersion('PostgreSQL', String(rows[0]?.server_version ?? ''), '13.0');
+  }
+
+  isTransient(error: unknown): boolean {
+    // deadlock_detected, serialization_failure, lock_not_available
+    return ['40P01', '40001', '55P03'].includes(String(driverErrorCode(error)));
+  }
 
   createSchema(table: string): string[] {
     const t = quoteIdent(table);
@@ -76,17 +87,25 @@ export class PostgresDialect implements OutboxDialect {
     };
   }
 
-  claim(table: string, a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number }) {
+  claimSelection(table: string, batchSize: number): Statement {
+    return {
+      sql:
+        `SELECT "id" FROM ${quoteIdent(table)} WHERE "status" = 'pending' AND "available_at" <= now() ` +
+        `ORDER BY "available_at", "id" LIMIT $1 FOR UPDATE SKIP LOCKED`,
+      params: [batchSize],
+    };
+  }
+
+  async claim(
+    executor: SqlExecutor,
+    table: string,
+    a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
+  ) {
     const t = quoteIdent(table);
     const spent = `o."attempts" >= $4::int`;
-    return {
-      sql: `WITH picked AS (
-          SELECT "id" FROM ${t}
-          WHERE "status" = 'pending' AND "available_at" <= now()
-          ORDER BY "available_at", "id"
-          LIMIT $1
-          FOR UPDATE SKIP LOCKED
-        )
+    const { rows } = await executor.run({
+      // One statement: the locking selection (eligibility inside it) feeds the update, re-checked there.
+      sql: `WITH picked AS (${this.claimSelection(table, a.batchSize).sql})
         UPDATE ${t} AS o SET
           "attempts" = CASE WHEN ${spent} THEN o."attempts" ELSE o."attempts" + 1 END,
           "claim_token" = CASE WHEN ${spent} THEN NULL ELSE $2::uuid END,
@@ -100,7 +119,8 @@ export class PostgresDialect implements OutboxDialect {
         WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()
         RETURNING o.*`,
       params: [a.batchSize, a.token, a.leaseMs, a.maxAttempts],
-    };
+    });
+    return rows;
   }
 
   acknowledge(table: string, id: string, token: string, completedHandlers: string[]) {

@@ -1,4 +1,5 @@
-import type { FailureUpdate, OutboxDialect } from './outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
+import { driverErrorCode, requireVersion } from './dialect.util';
 import { decodeRow, indexNames, INSERT_COLUMNS, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
@@ -20,6 +21,15 @@ export function sqliteOffset(ms: number): string {
 export class SqliteDialect implements OutboxDialect {
   readonly name = 'sqlite';
   readonly maxParameters = 32_766;
+
+  async verifyServer(executor: SqlExecutor): Promise<void> {
+    const { rows } = await executor.run({ sql: 'SELECT sqlite_version() AS "version"', params: [] });
+    requireVersion('SQLite', String(rows[0]?.version ?? ''), '3.35.0');
+  }
+
+  isTransient(error: unknown): boolean {
+    return String(driverErrorCode(error)).startsWith('SQLITE_BUSY');
+  }
 
   createSchema(table: string): string[] {
     const t = quoteIdent(table);
@@ -80,18 +90,27 @@ export class SqliteDialect implements OutboxDialect {
     };
   }
 
-  claim(table: string, a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number }) {
+  claimSelection(table: string, batchSize: number): Statement {
+    return {
+      sql:
+        `SELECT "id" FROM ${quoteIdent(table)} WHERE "status" = 'pending' AND "available_at" <= ${NOW} ` +
+        `ORDER BY "available_at", "id" LIMIT ?`,
+      params: [batchSize],
+    };
+  }
+
+  async claim(
+    executor: SqlExecutor,
+    table: string,
+    a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
+  ) {
     const t = quoteIdent(table);
     const spent = `"attempts" >= ?`;
-    // The statement starts with WITH rather than UPDATE on purpose: TypeORM's sqlite3 runner executes
-    // statements that start with "UPDATE " through run(), which drops the RETURNING rows.
-    return {
-      sql: `WITH picked AS (
-          SELECT "id" FROM ${t}
-          WHERE "status" = 'pending' AND "available_at" <= ${NOW}
-          ORDER BY "available_at", "id"
-          LIMIT ?
-        )
+    // One statement, so SQLite takes the write lock before it reads (like BEGIN IMMEDIATE). It starts
+    // with WITH rather than UPDATE on purpose: TypeORM's sqlite3 runner executes statements that start
+    // with "UPDATE " through run(), which drops the RETURNING rows.
+    const { rows, affected } = await executor.run({
+      sql: `WITH picked AS (${this.claimSelection(table, a.batchSize).sql})
         UPDATE ${t} SET
           "attempts" = CASE WHEN ${spent} THEN "attempts" ELSE "attempts" + 1 END,
           "claim_token" = CASE WHEN ${spent} THEN NULL ELSE ? END,
@@ -115,7 +134,16 @@ export class SqliteDialect implements OutboxDialect {
         a.maxAttempts,
         a.maxAttempts,
       ],
-    };
+    });
+    if (affected > rows.length) {
+      // The driver ran the claim without returning its rows: those events would sit leased until
+      // expiry with an attempt spent. Fail loudly instead.
+      throw new Error(
+        `The outbox claim updated ${affected} rows but the driver returned ${rows.length}; ` +
+          'this SQLite driver drops UPDATE … RETURNING rows and is not supported',
+      );
+    }
+    return rows;
   }
 
   acknowledge(table: string, id: string, token: string, completedHandlers: string[]) {

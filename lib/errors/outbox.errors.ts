@@ -17,6 +17,20 @@ export class OutboxConfigurationError extends OutboxError {
   }
 }
 
+/** The database server is older than the outbox needs (SKIP LOCKED, RETURNING, …). */
+export class OutboxUnsupportedDatabaseError extends OutboxError {
+  constructor(
+    readonly product: string,
+    readonly foundVersion: string,
+    readonly minimumVersion: string,
+  ) {
+    super(
+      `${product} ${foundVersion || '(unknown version)'} is not supported by the outbox: it needs ${product} ` +
+        `${minimumVersion} or newer (for FOR UPDATE SKIP LOCKED and the claim it allows). Upgrade the server.`,
+    );
+  }
+}
+
 /** An argument of `publish()` / `publishMany()` is invalid. Nothing was written. */
 export class OutboxValidationError extends OutboxError {
   constructor(

@@ -1,0 +1,218 @@
+import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
+import { decodeRow, driverErrno, indexNames, LEASE_EXPIRED_ON_LAST_ATTEMPT, requireVersion } from './dialect.util';
+import type { ValidatedEvent } from '../outbox.validation';
+
+const NOW = 'UTC_TIMESTAMP(6)';
+const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
+const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`available_at\` > ${NOW}`;
+/** Times leave the server as UTC ISO-8601 text, so neither mysql2's `timezone` nor the session's matters. */
+const utc = (column: string) => `DATE_FORMAT(\`${column}\`, '%Y-%m-%dT%H:%i:%s.%fZ') AS \`${column}\``;
+const COLUMNS = [
+  '`id`',
+  '`topic`',
+  '`key`',
+  '`dedupe_key`',
+  '`payload`',
+  '`headers`',
+  '`status`',
+  '`attempts`',
+  utc('available_at'),
+  '`claim_token`',
+  '`completed_handlers`',
+  '`last_error`',
+  utc('created_at'),
+  utc('processed_at'),
+].join(', ');
+
+function q(name: string): string {
+  return `\`${name.replace(/`/g, '``')}\``;
+}
+
+/** A JavaScript Date as a DATETIME(6) literal in UTC. */
+function utcDatetime(date: Date): string {
+  return date.toISOString().replace('T', ' ').replace('Z', '');
+}
+
+/**
+ * MySQL 8.0.13+ and MariaDB 10.6+ (InnoDB, through mysql2): `DATETIME(6)` in UTC compared with
+ * `UTC_TIMESTAMP(6)`; JSON kept as utf8mb4 text, so it comes back byte for byte; a binary collation so
+ * topics and dedupe keys compare exactly. No `UPDATE … RETURNING`: the claim selects `FOR UPDATE SKIP
+ * LOCKED`, updates and reads back the claimed rows in one READ COMMITTED transaction.
+ */
+export class MysqlDialect implements OutboxDialect {
+  readonly name = 'mysql';
+  readonly maxParameters = 65_535;
+
+  async verifyServer(executor: SqlExecutor): Promise<void> {
+    const { rows } = await executor.run({ sql: 'SELECT VERSION() AS `version`', params: [] });
+    const version = String(rows[0]?.version ?? '');
+    if (/mariadb/i.test(version)) requireVersion('MariaDB', version, '10.6');
+    else requireVersion('MySQL', version, '8.0.13');
+  }
+
+  isTransient(error: unknown): boolean {
+    // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+    const errno = driverErrno(error);
+    return errno === 1213 || errno === 1205;
+  }
+
+  createSchema(table: string): string[] {
+    const idx = indexNames(table);
+    return [
+      `CREATE TABLE ${q(table)} (
+        \`id\` char(36) NOT NULL,
+        \`topic\` varchar(128) NOT NULL,
+        \`key\` varchar(255) NULL,
+        \`dedupe_key\` varchar(255) NULL,
+        \`payload\` longtext NOT NULL CHECK (JSON_VALID(\`payload\`)),
+        \`headers\` text NOT NULL,
+        \`status\` varchar(16) NOT NULL DEFAULT 'pending' CHECK (\`status\` IN ('pending', 'delivered', 'dead')),
+        \`attempts\` int NOT NULL DEFAULT 0,
+        \`available_at\` datetime(6) NOT NULL,
+        \`claim_token\` char(36) NULL,
+        \`completed_handlers\` text NOT NULL,
+        \`last_error\` text NULL,
+        \`created_at\` datetime(6) NOT NULL,
+        \`processed_at\` datetime(6) NULL,
+        PRIMARY KEY (\`id\`),
+        UNIQUE KEY ${q(idx.dedupe)} (\`dedupe_key\`),
+        KEY ${q(idx.claim)} (\`status\`, \`available_at\`, \`id\`)
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+    ];
+  }
+
+  dropSchema(table: string): string[] {
+    return [`DROP TABLE ${q(table)}`];
+  }
+
+  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): Statement {
+    const params: unknown[] = [];
+    const values = rows.map(({ id, event }) => {
+      params.push(
+        id,
+        event.topic,
+        event.key,
+        event.dedupeKey,
+        event.payloadJson,
+        event.headersJson,
+        event.availableAt ? utcDatetime(event.availableAt) : null,
+        event.delayMs * 1000,
+      );
+      return `(?, ?, ?, ?, ?, ?, COALESCE(?, ${NOW_PLUS}), '[]', ${NOW})`;
+    });
+    return {
+      sql:
+        `INSERT INTO ${q(table)} (\`id\`, \`topic\`, \`key\`, \`dedupe_key\`, \`payload\`, \`headers\`, ` +
+        `\`available_at\`, \`completed_handlers\`, \`created_at\`) VALUES ${values.join(', ')} ` +
+        // A repeated dedupe key leaves the first row as it was; the store then compares contents.
+        'ON DUPLICATE KEY UPDATE `id` = `id`',
+      params,
+    };
+  }
+
+  selectByDedupeKeys(table: string, keys: string[]): Statement {
+    return {
+      sql: `SELECT ${COLUMNS} FROM ${q(table)} WHERE \`dedupe_key\` IN (${keys.map(() => '?').join(', ')})`,
+      params: keys,
+    };
+  }
+
+  claimSelection(table: string, batchSize: number): Statement {
+    // The index (status, available_at, id) serves both the filter and the ORDER BY: no filesort, so
+    // InnoDB locks only the rows it returns and a second worker skips them.
+    return {
+      sql:
+        `SELECT \`id\` FROM ${q(table)} WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
+        'ORDER BY `available_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED',
+      params: [batchSize],
+    };
+  }
+
+  async claim(
+    executor: SqlExecutor,
+    table: string,
+    a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
+  ) {
+    return executor.transaction(async (run) => {
+      const { rows: picked } = await run(this.claimSelection(table, a.batchSize));
+      if (picked.length === 0) return [];
+      const ids = picked.map((row) => String(row.id));
+      const list = ids.map(() => '?').join(', ');
+      const spent = '`attempts` >= ?';
+      // MySQL evaluates SET assignments left to right, each seeing the ones before: `attempts` goes
+      // last so every other assignment reads the value the row had before this claim.
+      await run({
+        sql: `UPDATE ${q(table)} SET
+            \`claim_token\` = IF(${spent}, NULL, ?),
+            \`available_at\` = IF(${spent}, \`available_at\`, ${NOW_PLUS}),
+            \`status\` = IF(${spent}, 'dead', 'pending'),
+            \`processed_at\` = IF(${spent}, ${NOW}, NULL),
+            \`last_error\` = IF(${spent},
+              CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'), \`last_error\`),
+            \`attempts\` = IF(${spent}, \`attempts\`, \`attempts\` + 1)
+          WHERE \`id\` IN (${list}) AND \`status\` = 'pending' AND \`available_at\` <= ${NOW}`,
+        params: [
+          a.maxAttempts,
+          a.token,
+          a.maxAttempts,
+          a.leaseMs * 1000,
+          a.maxAttempts,
+          a.maxAttempts,
+          a.maxAttempts,
+          a.maxAttempts,
+          a.maxAttempts,
+          ...ids,
+        ],
+      });
+      const { rows } = await run({
+        sql:
+          `SELECT ${COLUMNS} FROM ${q(table)} WHERE \`id\` IN (${list}) ` +
+          "AND (`claim_token` = ? OR (`status` = 'dead' AND `claim_token` IS NULL))",
+        params: [...ids, a.token],
+      });
+      return rows;
+    });
+  }
+
+  acknowledge(table: string, id: string, token: string, completedHandlers: string[]): Statement {
+    return {
+      sql:
+        `UPDATE ${q(table)} SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = ${NOW}, ` +
+        `\`completed_handlers\` = ? WHERE \`id\` = ? AND ${LIVE_LEASE}`,
+      params: [JSON.stringify(completedHandlers), id, token],
+    };
+  }
+
+  fail(table: string, id: string, token: string, u: FailureUpdate): Statement {
+    const dead = u.deadLetter ? 1 : 0;
+    return {
+      sql:
+        `UPDATE ${q(table)} SET ` +
+        `\`available_at\` = IF(?, \`available_at\`, ${NOW_PLUS}), ` +
+        `\`status\` = IF(?, 'dead', 'pending'), \`claim_token\` = NULL, ` +
+        `\`processed_at\` = IF(?, ${NOW}, NULL), ` +
+        `\`last_error\` = ?, \`completed_handlers\` = ? WHERE \`id\` = ? AND ${LIVE_LEASE}`,
+      params: [dead, u.retryDelayMs * 1000, dead, dead, u.error, JSON.stringify(u.completedHandlers), id, token],
+    };
+  }
+
+  release(table: string, id: string, token: string, uncount: boolean): Statement {
+    return {
+      sql:
+        `UPDATE ${q(table)} SET \`claim_token\` = NULL, \`available_at\` = ${NOW}, ` +
+        `\`attempts\` = \`attempts\` - ? WHERE \`id\` = ? AND ${LIVE_LEASE}`,
+      params: [uncount ? 1 : 0, id, token],
+    };
+  }
+
+  counts(table: string): Statement {
+    return {
+      sql:
+        `SELECT \`status\`, (\`claim_token\` IS NOT NULL AND \`available_at\` > ${NOW}) AS \`in_flight\`, ` +
+        `COUNT(*) AS \`n\` FROM ${q(table)} GROUP BY \`status\`, \`in_flight\``,
+      params: [],
+    };
+  }
+
+  decode = decodeRow;
+}
