@@ -1,11 +1,35 @@
-/** @type {import('jest').Config} */
-module.exports = {
+/**
+ * Two projects: the whole suite on TypeORM 0.3, and the end-to-end suite again on TypeORM 1.x (the
+ * npm alias `typeorm1`), so every backend runs on both TypeORM lines in every run.
+ */
+const common = {
   rootDir: '.',
   testEnvironment: 'node',
-  testMatch: ['<rootDir>/test/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
-  globalSetup: '<rootDir>/test/fixtures/global-setup.ts',
   setupFiles: ['reflect-metadata'],
+};
+
+/** @type {import('jest').Config} */
+module.exports = {
+  globalSetup: '<rootDir>/test/fixtures/global-setup.ts',
   testTimeout: 60_000,
   verbose: true,
+  projects: [
+    {
+      ...common,
+      displayName: 'typeorm-0.3',
+      testMatch: ['<rootDir>/test/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts'],
+      globals: { OUTBOX_TYPEORM: '0.3' },
+    },
+    {
+      ...common,
+      displayName: 'typeorm-1',
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      globals: { OUTBOX_TYPEORM: '1' },
+      moduleNameMapper: {
+        '^typeorm$': '<rootDir>/node_modules/typeorm1',
+        '^typeorm/(.*)$': '<rootDir>/node_modules/typeorm1/$1',
+      },
+    },
+  ],
 };

@@ -118,7 +118,7 @@ export class SqliteDialect implements OutboxDialect {
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN ${NOW} ELSE NULL END,
           "last_error" = CASE WHEN ${spent}
-            THEN 'attempt ' || "attempts" || ' of ' || ? || ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'
+            THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'
             ELSE "last_error" END
         WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${NOW}
         RETURNING *`,

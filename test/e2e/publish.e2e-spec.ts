@@ -7,7 +7,7 @@ import {
   OutboxValidationError,
   type OutboxMessage,
 } from '../../lib';
-import { backends, sql } from '../fixtures/backends';
+import { backends } from '../fixtures/backends';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
 @Injectable()
@@ -29,7 +29,7 @@ describe.each(backends())('publish on %s', (backend) => {
   afterEach(() => app.dispose());
 
   const insertOrder = (id: string) =>
-    app.txHost.tx.query(sql(backend, `INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`), [id, 'x']);
+    app.txHost.tx.query(app.sql(`INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`), [id, 'x']);
   const orderCount = async () =>
     Number((await app.raw.query<{ n: number }>(`SELECT count(*) AS n FROM "${app.ordersTable}"`))[0].n);
 
@@ -86,7 +86,7 @@ describe.each(backends())('publish on %s', (backend) => {
 
   it('joins an explicit manager of a TypeORM transaction', async () => {
     await app.dataSource.transaction(async (manager) => {
-      await manager.query(sql(backend, `INSERT INTO "${app.ordersTable}" ("id") VALUES (?)`), ['o-3']);
+      await manager.query(app.sql(`INSERT INTO "${app.ordersTable}" ("id") VALUES (?)`), ['o-3']);
       await app.outbox.publish('order.placed', { orderId: 'o-3' }, { manager });
     });
     await expect(

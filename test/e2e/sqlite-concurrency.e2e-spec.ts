@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { OutboxHandler, OutboxService, type OutboxMessage } from '../../lib';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { sqliteBackends } from '../fixtures/backends';
 import { eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
@@ -34,13 +35,13 @@ class Chain {
  * transaction within a transaction", SQLITE_BUSY, or a worker statement landing inside an
  * application transaction (which could deliver an event that is then rolled back).
  */
-describe('SQLite: one connection shared by the application and the worker', () => {
+describe.each(sqliteBackends())('SQLite (%s): one connection shared by the application and the worker', (backend) => {
   let app: TestApp;
   afterEach(() => app.dispose());
 
   it('runs concurrent application transactions while the worker drains, with no error and no phantom event', async () => {
     app = await createTestApp({
-      backend: 'sqlite',
+      backend,
       providers: [Chain],
       outbox: { worker: { enabled: true, pollIntervalMs: 10, batchSize: 7, concurrency: 4 } },
     });

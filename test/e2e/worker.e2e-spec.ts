@@ -143,10 +143,14 @@ describe.each(backends())('worker on %s', (backend) => {
     try {
       const { id } = await publish('always.fails');
       await app.worker.drain();
+      const dueIn = {
+        postgres: `extract(epoch FROM ("available_at" - now())) * 1000`,
+        mariadb: 'TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), "available_at") / 1000',
+        sqlite3: `(julianday("available_at") - julianday('now')) * 86400000`,
+        'better-sqlite3': `(julianday("available_at") - julianday('now')) * 86400000`,
+      }[backend];
       const [{ due_in_ms }] = await app.raw.query<{ due_in_ms: number }>(
-        backend === 'sqlite'
-          ? `SELECT (julianday("available_at") - julianday('now')) * 86400000 AS due_in_ms FROM "${app.table}" WHERE "id" = ?`
-          : `SELECT extract(epoch FROM ("available_at" - now())) * 1000 AS due_in_ms FROM "${app.table}" WHERE "id" = $1`,
+        `SELECT ${dueIn} AS due_in_ms FROM "${app.table}" WHERE "id" = ?`,
         [id],
       );
       expect(Number(due_in_ms)).toBeGreaterThan(25_000);
