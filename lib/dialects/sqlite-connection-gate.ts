@@ -13,6 +13,8 @@ type Release = () => void;
  * The gate is a FIFO mutex over the connection. Root transactions (`dataSource.transaction`,
  * `manager.transaction`, `queryRunner.startTransaction`) hold it from BEGIN to COMMIT/ROLLBACK; the
  * worker holds it for each of its single statements. Nested transactions of the holder re-enter it.
+ * Root transactions begin IMMEDIATE, so processes sharing the file wait for each other instead of
+ * failing with SQLITE_BUSY.
  */
 export class SqliteConnectionGate {
   private tail: Promise<void> = Promise.resolve();
@@ -109,6 +111,16 @@ export class SqliteConnectionGate {
     };
     runner.commitTransaction = finish(commit);
     runner.rollbackTransaction = finish(rollback);
+
+    // TypeORM opens transactions DEFERRED. One that reads, then writes after another process has
+    // committed, fails with SQLITE_BUSY at once, busy timeout or not. IMMEDIATE takes the write lock at
+    // BEGIN, waiting out the busy timeout, so transactions of several processes on one file queue up.
+    const query = runner.query.bind(runner);
+    runner.query = ((sql: string, ...rest: unknown[]) =>
+      (query as (...args: unknown[]) => Promise<unknown>)(
+        sql === 'BEGIN TRANSACTION' ? 'BEGIN IMMEDIATE TRANSACTION' : sql,
+        ...rest,
+      )) as QueryRunner['query'];
   }
 }
 

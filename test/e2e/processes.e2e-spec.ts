@@ -92,15 +92,20 @@ async function startWorkers(app: TestApp, count: number, worker: Record<string, 
   return workers;
 }
 
-/** Publishes `total` events in transactions of `chunk`, returning their ids. */
+/**
+ * Publishes `total` events in transactions of `chunk`, returning their ids. Each transaction reads
+ * before it writes, as business code does (on SQLite, a deferred transaction that read first cannot
+ * take the write lock once another process has committed).
+ */
 async function publishItems(app: TestApp, total: number, chunk: number): Promise<string[]> {
   const ids: string[] = [];
   for (let start = 0; start < total; start += chunk) {
-    const results = await app.txHost.withTransaction(() =>
-      app.outbox.publishMany(
+    const results = await app.txHost.withTransaction(async () => {
+      await app.txHost.tx.query(app.sql(`SELECT count(*) AS n FROM "${app.table}"`));
+      return app.outbox.publishMany(
         Array.from({ length: Math.min(chunk, total - start) }, (_, i) => ({ topic: 'work.item', payload: { n: start + i } })),
-      ),
-    );
+      );
+    });
     ids.push(...results.map((r) => r.id));
   }
   return ids;
