@@ -33,5 +33,6 @@ export {
   OutboxNonRetryableError,
   OutboxPayloadTooLargeError,
   OutboxTransactionRequiredError,
+  OutboxUnsupportedDatabaseError,
   OutboxValidationError,
 } from './errors/outbox.errors';

@@ -1,0 +1,63 @@
+import { QueryFailedError } from 'typeorm';
+import { OutboxUnsupportedDatabaseError } from '../../lib';
+import { MysqlDialect } from '../../lib/dialects/mysql.dialect';
+import type { OutboxDialect, SqlExecutor } from '../../lib/dialects/outbox-dialect.interface';
+import { PostgresDialect } from '../../lib/dialects/postgres.dialect';
+import { SqliteDialect } from '../../lib/dialects/sqlite.dialect';
+
+/** Answers the version query the way each server does; the dialect only reads one column. */
+function serverReporting(column: string, version: string): SqlExecutor {
+  return {
+    run: async () => ({ rows: [{ [column]: version }], affected: 0 }),
+    transaction: () => Promise.reject(new Error('not used')),
+  };
+}
+
+describe('server version checks', () => {
+  const cases: Array<[string, OutboxDialect, string, string, string | null]> = [
+    ['MariaDB 10.5', new MysqlDialect(), 'version', '10.5.27-MariaDB-log', 'MariaDB 10.5.27-MariaDB-log is not supported by the outbox: it needs MariaDB 10.6'],
+    ['MariaDB 10.6', new MysqlDialect(), 'version', '10.6.0-MariaDB', null],
+    ['MariaDB 11.4', new MysqlDialect(), 'version', '11.4.2-MariaDB-ubu2404', null],
+    ['MySQL 8.0.12', new MysqlDialect(), 'version', '8.0.12', 'MySQL 8.0.12 is not supported by the outbox: it needs MySQL 8.0.13'],
+    ['MySQL 5.7', new MysqlDialect(), 'version', '5.7.44-log', 'needs MySQL 8.0.13'],
+    ['MySQL 8.0.13', new MysqlDialect(), 'version', '8.0.13', null],
+    ['MySQL 8.4', new MysqlDialect(), 'version', '8.4.3', null],
+    ['PostgreSQL 12', new PostgresDialect(), 'server_version', '12.22 (Debian 12.22-1)', 'needs PostgreSQL 13.0'],
+    ['PostgreSQL 15', new PostgresDialect(), 'server_version', '15.20 (Debian 15.20-0+deb12u1)', null],
+    ['SQLite 3.34', new SqliteDialect(), 'version', '3.34.1', 'needs SQLite 3.35.0'],
+    ['SQLite 3.44', new SqliteDialect(), 'version', '3.44.2', null],
+  ];
+  it.each(cases)('%s', async (_name, dialect, column, version, error) => {
+    const check = dialect.verifyServer(serverReporting(column, version));
+    if (error === null) {
+      await expect(check).resolves.toBeUndefined();
+    } else {
+      await expect(check).rejects.toBeInstanceOf(OutboxUnsupportedDatabaseError);
+      await expect(check).rejects.toThrow(error);
+    }
+  });
+});
+
+describe('transient errors', () => {
+  const wrapped = (driverError: object) => new QueryFailedError('UPDATE …', [], Object.assign(new Error('x'), driverError));
+
+  it('MySQL/MariaDB: deadlock (1213) and lock wait timeout (1205) are retried, nothing else', () => {
+    const dialect = new MysqlDialect();
+    expect(dialect.isTransient(wrapped({ errno: 1213, code: 'ER_LOCK_DEADLOCK' }))).toBe(true);
+    expect(dialect.isTransient(wrapped({ errno: 1205, code: 'ER_LOCK_WAIT_TIMEOUT' }))).toBe(true);
+    expect(dialect.isTransient(wrapped({ errno: 1062, code: 'ER_DUP_ENTRY' }))).toBe(false);
+    expect(dialect.isTransient(new Error('x'))).toBe(false);
+  });
+
+  it('PostgreSQL: deadlock, serialization failure and lock not available', () => {
+    const dialect = new PostgresDialect();
+    for (const code of ['40P01', '40001', '55P03']) expect(dialect.isTransient(wrapped({ code }))).toBe(true);
+    expect(dialect.isTransient(wrapped({ code: '23505' }))).toBe(false);
+  });
+
+  it('SQLite: busy', () => {
+    const dialect = new SqliteDialect();
+    expect(dialect.isTransient(wrapped({ code: 'SQLITE_BUSY' }))).toBe(true);
+    expect(dialect.isTransient(wrapped({ code: 'SQLITE_CONSTRAINT' }))).toBe(false);
+  });
+});
