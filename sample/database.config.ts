@@ -8,8 +8,8 @@ import { CreateOrders1764547200000 } from './orders/orders.migration';
 export const SQLITE_FILE = resolve('sample/.data/orders.sqlite');
 
 /**
- * TypeORM options of the sample: PostgreSQL when `databaseUrl` is a postgres:// or postgresql:// URL,
- * else the embedded SQLite file. Throws on any other URL, before Nest starts.
+ * TypeORM options of the sample: PostgreSQL for a postgres:// or postgresql:// URL, MariaDB or MySQL
+ * for mariadb:// or mysql://, else the embedded SQLite file. Throws on any other URL, before Nest starts.
  */
 export function databaseOptions(databaseUrl: string | undefined): TypeOrmModuleOptions {
   const common = {
@@ -24,10 +24,17 @@ export function databaseOptions(databaseUrl: string | undefined): TypeOrmModuleO
   if (/^postgres(ql)?:\/\//i.test(databaseUrl)) {
     return { type: 'postgres', url: databaseUrl, ...common };
   }
+  const mysql = /^(mariadb|mysql):\/\//i.exec(databaseUrl);
+  if (mysql) {
+    // mysql2 reads URLs with the mysql: scheme; `timezone: 'Z'` makes TypeORM read DATETIME as UTC.
+    const url = databaseUrl.replace(/^mariadb:/i, 'mysql:');
+    return { type: mysql[1].toLowerCase() as 'mariadb' | 'mysql', url, timezone: 'Z', ...common };
+  }
   // Name only the scheme: the rest of a URL may hold a password.
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(databaseUrl)?.[1];
   throw new Error(
     `DATABASE_URL ${scheme ? `uses the unsupported scheme "${scheme}:"` : 'is not a URL'}; ` +
-      'set it to postgres://user:password@host:port/database, or unset it to use the embedded SQLite file',
+      'set it to postgres://, mysql:// or mariadb://user:password@host:port/database, ' +
+        'or unset it to use the embedded SQLite file',
   );
 }
