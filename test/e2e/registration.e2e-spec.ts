@@ -22,6 +22,7 @@ import {
   rawDb,
   removeSqliteFile,
   sqliteBackends,
+  sql,
   sqliteFile,
   uniqueName,
 } from '../fixtures/backends';
@@ -95,6 +96,11 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
   async function boot(typeorm: object, outbox: Parameters<typeof OutboxModule.forRoot>[0] = {}) {
     const db = await isolatedDatabase(backend);
     drop = db.drop;
+    // The migration lands in a database that already has the application's tables.
+    const { DataSource } = await import('typeorm');
+    const existing = await new DataSource(db.options as never).initialize();
+    await existing.query(sql(backend, `CREATE TABLE "customers" ("id" varchar(36) PRIMARY KEY, "name" varchar(100))`));
+    await existing.destroy();
     const module = await Test.createTestingModule({
       imports: [
         TypeOrmModule.forRoot({ ...db.options, migrationsRun: true, ...typeorm }),
@@ -121,6 +127,7 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
   it('works with the entity listed by hand and OutboxMigration in the app migrations', async () => {
     const module = await boot({ entities: [OutboxEventEntity], migrations: [OutboxMigration] });
     const id = await roundTrip(module);
+    expect(await module.get<DataSource>(getDataSourceToken()).query(sql(backend, 'SELECT count(*) AS n FROM "customers"'))).toHaveLength(1);
     const repo = module.get(getDataSourceToken()).getRepository(OutboxEventEntity) as Repository<OutboxEventRecord>;
     const row = await repo.findOneByOrFail({ id });
     expect(row).toMatchObject({ topic: 'thing.happened', key: 'k1', status: 'delivered', attempts: 1, payload: { ok: true } });
