@@ -1,3 +1,4 @@
+import type { ValidatedEvent } from '../outbox.validation';
 import type { OutboxStatus, StoredEvent } from './outbox-dialect.interface';
 
 import { OutboxUnsupportedDatabaseError } from '../errors/outbox.errors';
@@ -69,8 +70,30 @@ export function decodeRow(row: Record<string, unknown>): StoredEvent {
   };
 }
 
+/**
+ * The eight parameters of one inserted row, in INSERT_COLUMNS order; the due time is either the
+ * caller's instant or a delay from the database's now, each in the dialect's own form.
+ */
+export function insertParams(
+  id: string,
+  event: ValidatedEvent,
+  instant: (date: Date) => string,
+  delay: (ms: number) => unknown,
+): unknown[] {
+  return [
+    id,
+    event.topic,
+    event.key,
+    event.dedupeKey,
+    event.payloadJson,
+    event.headersJson,
+    event.availableAt ? instant(event.availableAt) : null,
+    delay(event.delayMs),
+  ];
+}
+
 /** Columns every dialect's insert writes, in its parameter order. */
-export const INSERT_COLUMNS = '("id", "topic", "key", "dedupe_key", "payload", "headers", "available_at")';
+export const INSERT_COLUMNS = ['id', 'topic', 'key', 'dedupe_key', 'payload', 'headers', 'available_at'];
 
 export const LEASE_EXPIRED_ON_LAST_ATTEMPT =
   'did not finish before its lease expired (the worker stopped, crashed or was too slow)';

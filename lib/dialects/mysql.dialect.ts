@@ -1,5 +1,13 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
-import { decodeRow, driverErrno, indexNames, LEASE_EXPIRED_ON_LAST_ATTEMPT, requireVersion } from './dialect.util';
+import {
+  decodeRow,
+  driverErrno,
+  indexNames,
+  INSERT_COLUMNS,
+  insertParams,
+  LEASE_EXPIRED_ON_LAST_ATTEMPT,
+  requireVersion,
+} from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
 const NOW = 'UTC_TIMESTAMP(6)';
@@ -88,22 +96,13 @@ export class MysqlDialect implements OutboxDialect {
   insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): Statement {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
-      params.push(
-        id,
-        event.topic,
-        event.key,
-        event.dedupeKey,
-        event.payloadJson,
-        event.headersJson,
-        event.availableAt ? utcDatetime(event.availableAt) : null,
-        event.delayMs * 1000,
-      );
+      params.push(...insertParams(id, event, utcDatetime, (ms) => ms * 1000));
       return `(?, ?, ?, ?, ?, ?, COALESCE(?, ${NOW_PLUS}), '[]', ${NOW})`;
     });
     return {
       sql:
-        `INSERT INTO ${q(table)} (\`id\`, \`topic\`, \`key\`, \`dedupe_key\`, \`payload\`, \`headers\`, ` +
-        `\`available_at\`, \`completed_handlers\`, \`created_at\`) VALUES ${values.join(', ')} ` +
+        `INSERT INTO ${q(table)} (${[...INSERT_COLUMNS, 'completed_handlers', 'created_at'].map(q).join(', ')}) ` +
+        `VALUES ${values.join(', ')} ` +
         // A repeated dedupe key leaves the first row as it was; the store then compares contents.
         'ON DUPLICATE KEY UPDATE `id` = `id`',
       params,

@@ -1,6 +1,6 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
@@ -57,16 +57,7 @@ export class PostgresDialect implements OutboxDialect {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
       const n = params.length;
-      params.push(
-        id,
-        event.topic,
-        event.key,
-        event.dedupeKey,
-        event.payloadJson,
-        event.headersJson,
-        event.availableAt ? event.availableAt.toISOString() : null,
-        event.delayMs,
-      );
+      params.push(...insertParams(id, event, (d) => d.toISOString(), (ms) => ms));
       return (
         `($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}::jsonb, $${n + 6}::jsonb, ` +
         `COALESCE($${n + 7}::timestamptz, now() + $${n + 8}::bigint * interval '1 millisecond'))`
@@ -74,7 +65,7 @@ export class PostgresDialect implements OutboxDialect {
     });
     return {
       sql:
-        `INSERT INTO ${quoteIdent(table)} ${INSERT_COLUMNS} ` +
+        `INSERT INTO ${quoteIdent(table)} (${INSERT_COLUMNS.map(quoteIdent).join(', ')}) ` +
         `VALUES ${values.join(', ')} ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING`,
       params,
     };

@@ -1,6 +1,6 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
 /** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
@@ -63,21 +63,12 @@ export class SqliteDialect implements OutboxDialect {
   insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>) {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
-      params.push(
-        id,
-        event.topic,
-        event.key,
-        event.dedupeKey,
-        event.payloadJson,
-        event.headersJson,
-        event.availableAt ? event.availableAt.toISOString() : null,
-        sqliteOffset(event.delayMs),
-      );
+      params.push(...insertParams(id, event, (d) => d.toISOString(), sqliteOffset));
       return `(?, ?, ?, ?, ?, ?, COALESCE(?, ${NOW_PLUS}))`;
     });
     return {
       sql:
-        `INSERT INTO ${quoteIdent(table)} ${INSERT_COLUMNS} ` +
+        `INSERT INTO ${quoteIdent(table)} (${INSERT_COLUMNS.map(quoteIdent).join(', ')}) ` +
         `VALUES ${values.join(', ')} ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING`,
       params,
     };
