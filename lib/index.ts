@@ -18,7 +18,7 @@ export type {
   PublishOptions,
   PublishResult,
 } from './interfaces/outbox-message.interface';
-export type { OutboxTransport } from './interfaces/outbox-transport.interface';
+export type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
 export {
   OutboxEventEntity,
   createOutboxEntity,
@@ -32,6 +32,7 @@ export {
   OutboxError,
   OutboxNonRetryableError,
   OutboxPayloadTooLargeError,
+  OutboxRetryLaterError,
   OutboxTransactionRequiredError,
   OutboxUnsupportedDatabaseError,
   OutboxValidationError,

@@ -97,3 +97,16 @@ export class OutboxNonRetryableError extends OutboxError {
     }
   }
 }
+
+/**
+ * Throw (or reject with) this from a handler or transport to ask for the next attempt no earlier than
+ * `retryAfterMs` from now — for example from an HTTP `Retry-After` header. Counts as a failed attempt.
+ */
+export class OutboxRetryLaterError extends OutboxError {
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(message);
+  }
+}

@@ -1,15 +1,35 @@
 import type { OutboxMessage } from './outbox-message.interface';
 
+/** Where a route sends a topic's events. */
+export interface OutboxRoute {
+  /**
+   * Topic pattern, in segments separated by dots: exact (`order.placed`), `*` for exactly one segment
+   * (`order.*`), `#` for any number of segments, also none (`order.#`, `#`).
+   */
+  topic: string;
+  /** Name of one of the module's `transports`. */
+  transport: string;
+  /** Transport-specific settings of this route (for example the webhook `url`). */
+  options?: Record<string, unknown>;
+  /** Time limit of one send, in ms; shorter than `worker.leaseMs`. Default `worker.handlerTimeoutMs`. */
+  timeoutMs?: number;
+  /** Backoff bounds for this route's failures. */
+  retry?: { initialDelayMs?: number; maxDelayMs?: number };
+}
+
 /**
  * Delivers a message somewhere outside the process (a broker, a webhook). Resolving means the
- * destination accepted the message; rejecting means "retry later"; rejecting with
- * `OutboxNonRetryableError` dead-letters it.
+ * destination accepted it (confirmed, where the destination can confirm); rejecting means "retry
+ * later"; rejecting with `OutboxNonRetryableError` dead-letters the event; rejecting with
+ * `OutboxRetryLaterError` asks for a delay (for example from a `Retry-After` header).
  */
 export interface OutboxTransport {
+  /** Unique among the module's transports; routes refer to it. */
   readonly name: string;
-  send(message: OutboxMessage): Promise<void>;
-  /** Optional batch delivery; the default is `send()` for each message. */
-  sendMany?(messages: OutboxMessage[]): Promise<PromiseSettledResult<void>[]>;
+  /** Sends one message. Honour `message.signal`: it aborts when the send's time is up or the app stops. */
+  send(message: OutboxMessage, route: OutboxRoute): Promise<void>;
+  /** Called once when the application has started, before the first send. */
   onApplicationBootstrap?(): Promise<void> | void;
+  /** Called once when the application stops, after the worker drained. */
   beforeApplicationShutdown?(): Promise<void> | void;
 }
