@@ -4,26 +4,34 @@ import { OUTBOX_OPTIONS } from './outbox.constants';
 import { getOutboxHandlerMetadata } from './decorators/outbox-handler.decorator';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import type { OutboxHandlerFn, OutboxHandlerOptions } from './interfaces/outbox-message.interface';
-import { assertTimeoutBelowLease, integerOption, type ResolvedOutboxOptions } from './outbox.options';
+import { targetPolicy, type ResolvedOutboxOptions } from './outbox.options';
+import { topicMatches } from './utils/topic-pattern';
 import { validateTopic } from './outbox.validation';
 
-/** A discovered handler, bound to its provider instance. */
-export interface RegisteredHandler {
-  /** Stable name recorded when the handler succeeds. */
+/** Something an event is delivered to: a discovered handler, or a route to a transport. */
+export interface DeliveryTarget {
+  /** Stable name recorded when the delivery succeeds: `Class.method`, or `transport:<name>`. */
   name: string;
-  topic: string;
   timeoutMs: number;
   retry: { initialDelayMs: number; maxDelayMs: number };
   invoke: OutboxHandlerFn;
 }
 
+/** Topics seen are few in practice; the cap keeps a flood of distinct topics from growing memory. */
+const TARGET_CACHE_LIMIT = 10_000;
+
 const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry'];
 
-/** Finds `@OutboxHandler()` methods once, at module init, and serves them by topic. */
+
+/**
+ * Finds `@OutboxHandler()` methods once, at module init, and serves the delivery targets of a topic:
+ * its handlers and the transports of every matching route.
+ */
 @Injectable()
 export class OutboxExplorer implements OnModuleInit {
   private readonly logger = new Logger('OutboxExplorer');
-  private readonly byTopic = new Map<string, RegisteredHandler[]>();
+  private readonly byTopic = new Map<string, DeliveryTarget[]>();
+  private readonly targetCache = new Map<string, readonly DeliveryTarget[]>();
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -68,23 +76,7 @@ export class OutboxExplorer implements OnModuleInit {
     if (unknown.length > 0) {
       throw new OutboxConfigurationError(`${where}: ${unknown[0]}`, `unknown option; allowed: ${HANDLER_OPTION_KEYS.join(', ')}`);
     }
-    const { worker, retry } = this.options;
-    const timeoutMs = integerOption(`${where}: timeoutMs`, options.timeoutMs, worker.handlerTimeoutMs, 1, worker.leaseMs);
-    assertTimeoutBelowLease(`${where}: timeoutMs`, timeoutMs, worker.leaseMs);
-    const initialDelayMs = integerOption(
-      `${where}: retry.initialDelayMs`,
-      options.retry?.initialDelayMs,
-      retry.initialDelayMs,
-      0,
-      86_400_000,
-    );
-    const maxDelayMs = integerOption(
-      `${where}: retry.maxDelayMs`,
-      options.retry?.maxDelayMs,
-      Math.max(retry.maxDelayMs, initialDelayMs),
-      initialDelayMs,
-      86_400_000,
-    );
+    const policy = targetPolicy((key) => `${where}: ${key}`, options, this.options.worker, this.options.retry);
     const name = options.name ?? owner;
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
       throw new OutboxConfigurationError(`${where}: name`, 'expected a string of 1 to 200 characters');
@@ -96,12 +88,28 @@ export class OutboxExplorer implements OnModuleInit {
         `a handler named "${name}" is already registered for this topic; give one of them options.name`,
       );
     }
-    handlers.push({ name, topic, timeoutMs, retry: { initialDelayMs, maxDelayMs }, invoke });
+    handlers.push({ name, ...policy, invoke });
     this.byTopic.set(topic, handlers);
     this.logger.log(`Outbox handler ${name} {${topic}}`);
   }
 
-  handlersFor(topic: string): readonly RegisteredHandler[] {
-    return this.byTopic.get(topic) ?? [];
+  targetsFor(topic: string): readonly DeliveryTarget[] {
+    const cached = this.targetCache.get(topic);
+    if (cached) return cached;
+    const targets: DeliveryTarget[] = [...(this.byTopic.get(topic) ?? [])];
+    for (const route of this.options.routes) {
+      const name = `transport:${route.transport}`;
+      if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
+      const transport = this.options.transports.find((t) => t.name === route.transport)!;
+      targets.push({
+        name,
+        timeoutMs: route.timeoutMs,
+        retry: route.retry,
+        invoke: (message) => transport.send(message, route),
+      });
+    }
+    if (this.targetCache.size >= TARGET_CACHE_LIMIT) this.targetCache.clear();
+    this.targetCache.set(topic, targets);
+    return targets;
   }
 }

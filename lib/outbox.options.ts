@@ -1,6 +1,8 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
+import type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
+import { validateTopicPattern } from './utils/topic-pattern';
 
 export interface OutboxWorkerOptions {
   /** Schedule the polling worker in this process. `false` for API-only replicas. Default `true`. */
@@ -47,6 +49,10 @@ export interface OutboxModuleOptions {
   retry?: OutboxRetryOptions;
   /** Largest serialised payload accepted by `publish()`, in bytes. Default 1 MiB. */
   maxPayloadBytes?: number;
+  /** Destinations outside the process (brokers, webhooks), each with a unique name. */
+  transports?: OutboxTransport[];
+  /** Which topics go to which transport; an event goes to every matching route and every handler. */
+  routes?: OutboxRoute[];
 }
 
 export interface ResolvedOutboxOptions {
@@ -57,6 +63,13 @@ export interface ResolvedOutboxOptions {
   worker: Required<OutboxWorkerOptions>;
   retry: Required<OutboxRetryOptions>;
   maxPayloadBytes: number;
+  transports: OutboxTransport[];
+  routes: ResolvedRoute[];
+}
+
+export interface ResolvedRoute extends OutboxRoute {
+  timeoutMs: number;
+  retry: { initialDelayMs: number; maxDelayMs: number };
 }
 
 export const OUTBOX_DEFAULTS = {
@@ -87,7 +100,11 @@ const TOP_LEVEL_KEYS = [
   'worker',
   'retry',
   'maxPayloadBytes',
+  'transports',
+  'routes',
 ];
+const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
+const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object') return false;
@@ -248,6 +265,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
     ),
   };
 
+  const transports = resolveTransports(options.transports);
   return {
     tableName,
     dataSource,
@@ -256,7 +274,92 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
     worker,
     retry,
     maxPayloadBytes: integerOption('maxPayloadBytes', options.maxPayloadBytes, d.maxPayloadBytes, 1, 64 * 1024 * 1024),
+    transports,
+    routes: resolveRoutes(options.routes, transports, worker, retry),
   };
+}
+
+function resolveTransports(value: unknown): OutboxTransport[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describe(value)}`);
+  }
+  const names = new Set<string>();
+  return value.map((transport, i) => {
+    const where = `transports[${i}]`;
+    if (typeof transport !== 'object' || transport === null || typeof transport.send !== 'function') {
+      throw new OutboxConfigurationError(where, 'expected an object with a name and a send(message, route) method');
+    }
+    if (typeof transport.name !== 'string' || !TRANSPORT_NAME.test(transport.name)) {
+      throw new OutboxConfigurationError(
+        `${where}.name`,
+        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describe(transport.name)}`,
+      );
+    }
+    if (names.has(transport.name)) {
+      throw new OutboxConfigurationError(`${where}.name`, `another transport is already named "${transport.name}"`);
+    }
+    names.add(transport.name);
+    return transport as OutboxTransport;
+  });
+}
+
+/** Resolves the per-target timeout and backoff bounds of a handler or a route against the defaults. */
+export function targetPolicy(
+  option: (key: string) => string,
+  given: { timeoutMs?: unknown; retry?: { initialDelayMs?: unknown; maxDelayMs?: unknown } },
+  worker: Required<OutboxWorkerOptions>,
+  retry: Required<OutboxRetryOptions>,
+): { timeoutMs: number; retry: { initialDelayMs: number; maxDelayMs: number } } {
+  const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, worker.leaseMs);
+  assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
+  if (given.retry !== undefined && (typeof given.retry !== 'object' || given.retry === null)) {
+    throw new OutboxConfigurationError(option('retry'), `expected an object, got ${describe(given.retry)}`);
+  }
+  const initialDelayMs = integerOption(
+    option('retry.initialDelayMs'),
+    given.retry?.initialDelayMs,
+    retry.initialDelayMs,
+    0,
+    86_400_000,
+  );
+  const maxDelayMs = integerOption(
+    option('retry.maxDelayMs'),
+    given.retry?.maxDelayMs,
+    Math.max(retry.maxDelayMs, initialDelayMs),
+    initialDelayMs,
+    86_400_000,
+  );
+  return { timeoutMs, retry: { initialDelayMs, maxDelayMs } };
+}
+
+function resolveRoutes(
+  value: unknown,
+  transports: OutboxTransport[],
+  worker: Required<OutboxWorkerOptions>,
+  retry: Required<OutboxRetryOptions>,
+): ResolvedRoute[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new OutboxConfigurationError('routes', `expected an array of routes, got ${describe(value)}`);
+  }
+  const known = transports.map((t) => t.name);
+  return value.map((route, i) => {
+    const where = `routes[${i}]`;
+    const r = section(where, route, ROUTE_KEYS) as Partial<OutboxRoute>;
+    const problem = validateTopicPattern(r.topic);
+    if (problem) throw new OutboxConfigurationError(`${where}.topic`, problem);
+    if (typeof r.transport !== 'string' || !known.includes(r.transport)) {
+      throw new OutboxConfigurationError(
+        `${where}.transport`,
+        `unknown transport ${typeof r.transport === 'string' ? `"${r.transport}"` : describe(r.transport)}; the module's transports are: ${known.join(', ') || '(none)'}`,
+      );
+    }
+    if (r.options !== undefined && !isPlainObject(r.options)) {
+      throw new OutboxConfigurationError(`${where}.options`, `expected an object, got ${describe(r.options)}`);
+    }
+    return { ...r, ...targetPolicy((key) => `${where}.${key}`, r, worker, retry) } as ResolvedRoute;
+  });
 }
 
 /**

@@ -9,10 +9,10 @@ import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { performance } from 'node:perf_hooks';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
-import { OutboxNonRetryableError } from './errors/outbox.errors';
+import { OutboxNonRetryableError, OutboxRetryLaterError } from './errors/outbox.errors';
 import type { StoredEvent } from './dialects/outbox-dialect.interface';
 import type { OutboxMessage } from './interfaces/outbox-message.interface';
-import { OutboxExplorer, type RegisteredHandler } from './outbox.explorer';
+import { OutboxExplorer, type DeliveryTarget } from './outbox.explorer';
 import type { ResolvedOutboxOptions } from './outbox.options';
 import type { OutboxStore } from './outbox.store';
 import { backoffDelayMs } from './utils/backoff';
@@ -32,7 +32,7 @@ export interface OutboxDrainResult {
 }
 
 interface HandlerOutcome {
-  handler: RegisteredHandler;
+  handler: DeliveryTarget;
   error?: unknown;
 }
 
@@ -87,7 +87,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.intervalName = `outbox-worker:${options.tableName}`;
   }
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
+    for (const transport of this.options.transports) await transport.onApplicationBootstrap?.();
     if (!this.options.worker.enabled) return;
     this.registry = this.schedulerRegistry();
     const handle = setInterval(() => this.poll(), this.options.worker.pollIntervalMs);
@@ -110,6 +111,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     // From here on the worker writes nothing but the releases below: a handler that ends late is
     // not recorded, and nothing runs after TypeORM destroys the DataSource.
     this.closed = true;
+    await this.stopTransports();
     if (!finished) {
       const pending = [...this.inFlight.entries()];
       this.logger.warn(
@@ -121,6 +123,16 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
           await this.store.release(id, token, false).catch((error) => this.logStoreError('release', id, error));
         }),
       );
+    }
+  }
+
+  private async stopTransports(): Promise<void> {
+    for (const transport of this.options.transports) {
+      try {
+        await transport.beforeApplicationShutdown?.();
+      } catch (error) {
+        this.logger.error(`Outbox transport ${transport.name} failed to stop: ${describeError(error)}`);
+      }
     }
   }
 
@@ -192,7 +204,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   private async deliver(event: StoredEvent, token: string, claimedAt: number, total: OutboxDrainResult) {
-    const handlers = this.explorer.handlersFor(event.topic);
+    const handlers = this.explorer.targetsFor(event.topic);
     const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
     const longest = Math.max(0, ...pending.map((h) => h.timeoutMs));
     const margin = Math.min(1000, Math.floor(this.options.worker.leaseMs / 10));
@@ -232,12 +244,16 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
 
     const errorText =
       handlers.length === 0
-        ? `no handler for topic "${event.topic}" in this application`
+        ? `no handler or route for topic "${event.topic}" in this application`
         : failures.map((f) => `${f.handler.name}: ${describeError(f.error)}`).join('; ');
     const nonRetryable = failures.some((f) => f.error instanceof OutboxNonRetryableError);
     const deadLetter = nonRetryable || event.attempts >= this.options.retry.maxAttempts;
     const policies = failures.length > 0 ? failures.map((f) => f.handler.retry) : [this.options.retry];
-    const retryDelayMs = Math.max(...policies.map((policy) => backoffDelayMs(event.attempts, policy)));
+    // A target may name its own delay (Retry-After); the longest wish among the failures wins.
+    const retryDelayMs = Math.max(
+      ...policies.map((policy) => backoffDelayMs(event.attempts, policy)),
+      ...failures.map((f) => (f.error instanceof OutboxRetryLaterError ? Math.min(f.error.retryAfterMs, 86_400_000) : 0)),
+    );
     const ok = await this.record('failure', event.id, () =>
       this.store.fail(event.id, token, {
         error: errorText.slice(0, MAX_ERROR_LENGTH),
@@ -264,7 +280,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   private async runHandler(
-    handler: RegisteredHandler,
+    handler: DeliveryTarget,
     event: StoredEvent,
     shutdown: AbortSignal,
     copyPayload: boolean,

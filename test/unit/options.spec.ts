@@ -1,6 +1,8 @@
 import { OutboxConfigurationError, OUTBOX_DEFAULTS } from '../../lib';
 import { resolveOutboxOptions, type OutboxModuleOptions } from '../../lib/outbox.options';
 
+const transport = (name: string) => ({ name, send: async () => undefined });
+
 function rejection(options: unknown): OutboxConfigurationError {
   try {
     resolveOutboxOptions(options as OutboxModuleOptions);
@@ -32,6 +34,22 @@ describe('resolveOutboxOptions', () => {
     expect(resolved.retry.maxAttempts).toBe(3);
   });
 
+  it('resolves routes with the worker defaults', () => {
+    const resolved = resolveOutboxOptions({
+      transports: [transport('hooks')],
+      routes: [{ topic: 'order.*', transport: 'hooks', options: { url: 'https://example.test/in' }, retry: { maxDelayMs: 5000 } }],
+    });
+    expect(resolved.routes).toEqual([
+      {
+        topic: 'order.*',
+        transport: 'hooks',
+        options: { url: 'https://example.test/in' },
+        timeoutMs: 30_000,
+        retry: { initialDelayMs: 1000, maxDelayMs: 5000 },
+      },
+    ]);
+  });
+
   it.each([
     ['worker.concurrency', { worker: { concurrency: NaN } }, /NaN/],
     ['worker.batchSize', { worker: { batchSize: '100' } }, /the string "100".*Number\(\)/],
@@ -54,6 +72,15 @@ describe('resolveOutboxOptions', () => {
     ['worker', { worker: 5 }, /expected an object/],
     ['transactionResolver', { transactionResolver: 'cls' }, /expected a function/],
     ['dataSource', { dataSource: 42 }, /data source name or a TypeORM DataSource/],
+    ['transports', { transports: {} }, /expected an array of transports/],
+    ['transports[0]', { transports: [{ name: 'x' }] }, /send\(message, route\) method/],
+    ['transports[1].name', { transports: [transport('a'), transport('a')] }, /already named "a"/],
+    ['transports[0].name', { transports: [transport('has space')] }, /1 to 64 characters/],
+    ['routes[0].transport', { transports: [transport('rabbit')], routes: [{ topic: 'a', transport: 'kafka' }] }, /unknown transport "kafka"; the module's transports are: rabbit/],
+    ['routes[0].transport', { routes: [{ topic: 'a', transport: 'x' }] }, /\(none\)/],
+    ['routes[0].topic', { transports: [transport('t')], routes: [{ topic: 'order..x', transport: 't' }] }, /segment ""/],
+    ['routes[0].timeoutMs', { transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 120_000 }] }, /from 1 to 60000/],
+    ['routes[0].url', { transports: [transport('t')], routes: [{ topic: '#', transport: 't', url: 'http://x' }] }, /unknown option; allowed here: topic, transport, options/],
   ])('rejects %s in %j', (option, options, message) => {
     const error = rejection(options);
     expect(error.option).toBe(option);
