@@ -20,6 +20,11 @@ export type {
 } from './interfaces/outbox-message.interface';
 export type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
 export {
+  ClientProxyTransport,
+  type ClientProxyTransportOptions,
+  type OutboxClientProxy,
+} from './transports/client-proxy.transport';
+export {
   OutboxEventEntity,
   createOutboxEntity,
   type OutboxEventEntityClass,

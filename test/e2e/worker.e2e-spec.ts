@@ -172,7 +172,7 @@ describe.each(backends())('worker on %s', (backend) => {
     const stored = await row(id);
     expect(stored.status).toBe('dead');
     expect(stored.attempts).toBe(3);
-    expect(stored.last_error).toBe('no handler for topic "nobody.listens" in this application');
+    expect(stored.last_error).toBe('no handler or route for topic "nobody.listens" in this application');
   });
 
   it('dead-letters at once on OutboxNonRetryableError', async () => {

@@ -1,0 +1,48 @@
+import type { OutboxMessage } from '../interfaces/outbox-message.interface';
+import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
+
+/** A sent message as recorded: the `signal` is left out, it means nothing once the send is over. */
+export type RecordedOutboxMessage = Omit<OutboxMessage, 'signal'>;
+
+/**
+ * Records what it is asked to send instead of sending it, for applications' tests: assert on `sent`
+ * or `messages(topic)`, and use `failNext()` to exercise retries.
+ */
+export class InMemoryTransport implements OutboxTransport {
+  readonly sent: Array<{ message: RecordedOutboxMessage; route: OutboxRoute }> = [];
+  private readonly failures: unknown[] = [];
+
+  constructor(readonly name = 'memory') {}
+
+  async send(message: OutboxMessage, route: OutboxRoute): Promise<void> {
+    if (this.failures.length > 0) throw this.failures.shift();
+    const { id, topic, key, payload, headers, attempt, createdAt } = message;
+    // Copies of the mutable parts, so the record shows what was sent even if the caller reuses objects.
+    this.sent.push({
+      message: { id, topic, key, payload, headers: { ...headers }, attempt, createdAt: new Date(createdAt) },
+      route,
+    });
+  }
+
+  /** The recorded messages, in sending order; only those of exactly `topic` when it is given. */
+  messages(topic?: string): RecordedOutboxMessage[] {
+    return this.sent.filter((entry) => topic === undefined || entry.message.topic === topic).map((e) => e.message);
+  }
+
+  /** Forgets what was sent and any pending `failNext()`. */
+  clear(): void {
+    this.sent.length = 0;
+    this.failures.length = 0;
+  }
+
+  /**
+   * Makes the next `count` sends reject with `error` without recording them. Calls add up: the
+   * failures are used in the order they were requested.
+   */
+  failNext(count = 1, error: unknown = new Error('InMemoryTransport: simulated failure')): void {
+    if (!Number.isInteger(count) || count < 0) {
+      throw new RangeError(`InMemoryTransport.failNext(count): expected a whole number of 0 or more, got ${count}`);
+    }
+    for (let i = 0; i < count; i++) this.failures.push(error);
+  }
+}
