@@ -245,3 +245,74 @@ describeBrokers('forwarding to %s through its ClientProxy', (broker, spec) => {
     }
   });
 });
+
+const natsUp = process.env.OUTBOX_TEST_NATS !== 'down' && typeormLine() === '0.3';
+// Same reason as above: transports run once, and NATS being down is reported by global-setup.
+(natsUp ? describe : describe.skip)('forwarding to NATS JetStream', () => {
+  let app: TestApp;
+  let stream: string;
+  let jsm: import('nats').JetStreamManager;
+  let connection: import('nats').NatsConnection;
+
+  beforeEach(async () => {
+    const nats = await import('nats');
+    connection = await nats.connect({ servers: 'nats://127.0.0.1:4222' });
+    jsm = await connection.jetstreamManager();
+    stream = uniqueName('STREAM').toUpperCase();
+    await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
+    const table = uniqueName();
+    app = await createTestApp({
+      backend: backends()[0],
+      table,
+      outboxModule: OutboxModule.forRootAsync({
+        tableName: table,
+        imports: [ClientsModule.register([{ name: 'BROKER', transport: Transport.NATS, options: { servers: ['nats://127.0.0.1:4222'] } }])],
+        inject: ['BROKER'],
+        useFactory: (client: OutboxClientProxy) => ({
+          worker: { enabled: false },
+          transports: [
+            new ClientProxyTransport('js', client, { jetstream: { timeoutMs: 2000 }, pattern: (m) => `${stream}.${m.topic}` }),
+          ],
+          routes: [{ topic: '#', transport: 'js' }],
+        }),
+      }),
+    });
+  });
+  afterEach(async () => {
+    await app.dispose();
+    await jsm.streams.delete(stream);
+    await connection.close();
+  });
+
+  it('is delivered when the stream acknowledges, stored once per event id', async () => {
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', { n: 1 }, { key: 'k' }));
+    expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
+    const stored = await jsm.streams.getMessage(stream, { seq: 1 });
+    expect(stored.subject).toBe(`${stream}.order.placed`);
+    expect(stored.header.get('Nats-Msg-Id')).toBe(id);
+    expect(stored.header.get('x-outbox-key')).toBe('k');
+    expect(JSON.parse(new TextDecoder().decode(stored.data)).data).toEqual({ n: 1 });
+
+    // A retried send of the same event (say, after a lost acknowledgement) is dropped by the stream.
+    const transport = new ClientProxyTransport('again', app.module.get('BROKER'), {
+      jetstream: true,
+      pattern: (m) => `${stream}.${m.topic}`,
+    });
+    const [row] = await outboxRows(app);
+    await transport.send(
+      { id, topic: 'order.placed', key: 'k', payload: { n: 1 }, headers: {}, attempt: 2, createdAt: new Date(String(row.created_at)), signal: new AbortController().signal },
+      { topic: '#', transport: 'again' },
+    );
+    expect((await jsm.streams.info(stream)).state.messages).toBe(1);
+  });
+
+  it('fails, and is retried, when no stream covers the subject', async () => {
+    await jsm.streams.delete(stream);
+    await jsm.streams.add({ name: stream, subjects: [`${stream}.other`] });
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', {}));
+    expect(await app.worker.drain()).toMatchObject({ delivered: 0, failed: 1 });
+    const [row] = await outboxRows(app);
+    expect(row).toMatchObject({ id, status: 'pending' });
+    expect(String(row.last_error)).toMatch(/transport:js: .*(503|no responders|timeout)/i);
+  });
+});
