@@ -25,6 +25,13 @@ export {
   type OutboxClientProxy,
 } from './transports/client-proxy.transport';
 export {
+  WebhookTransport,
+  verifyWebhookSignature,
+  type WebhookEnvelope,
+  type WebhookTransportOptions,
+} from './transports/webhook.transport';
+export { InMemoryTransport, type RecordedOutboxMessage } from './transports/in-memory.transport';
+export {
   OutboxEventEntity,
   createOutboxEntity,
   type OutboxEventEntityClass,

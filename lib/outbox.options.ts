@@ -358,7 +358,13 @@ function resolveRoutes(
     if (r.options !== undefined && !isPlainObject(r.options)) {
       throw new OutboxConfigurationError(`${where}.options`, `expected an object, got ${describe(r.options)}`);
     }
-    return { ...r, ...targetPolicy((key) => `${where}.${key}`, r, worker, retry) } as ResolvedRoute;
+    const resolved = { ...r, ...targetPolicy((key) => `${where}.${key}`, r, worker, retry) } as ResolvedRoute;
+    try {
+      transports.find((t) => t.name === r.transport)!.validateRoute?.(resolved);
+    } catch (error) {
+      throw new OutboxConfigurationError(`${where}.options`, (error as Error).message);
+    }
+    return resolved;
   });
 }
 

@@ -28,6 +28,11 @@ export interface OutboxTransport {
   readonly name: string;
   /** Sends one message. Honour `message.signal`: it aborts when the send's time is up or the app stops. */
   send(message: OutboxMessage, route: OutboxRoute): Promise<void>;
+  /**
+   * Checks a route's `options` at start-up; throw (with a message saying what is wrong) to stop the
+   * application instead of failing every event of the route later.
+   */
+  validateRoute?(route: OutboxRoute): void;
   /** Called once when the application has started, before the first send. */
   onApplicationBootstrap?(): Promise<void> | void;
   /** Called once when the application stops, after the worker drained. */

@@ -103,11 +103,11 @@ export class WebhookTransport implements OutboxTransport {
     this.timeoutMs = integerOption(at('timeoutMs'), options.timeoutMs, WEBHOOK_DEFAULT_TIMEOUT_MS, 1, MAX_TIMEOUT_MS);
 
     if (options.secret !== undefined && (typeof options.secret !== 'string' || options.secret === '')) {
+      // Only the type is shown: the value is a secret.
+      const got = options.secret === '' ? 'an empty string' : `a ${typeof options.secret}`;
       throw new OutboxConfigurationError(
         at('secret'),
-        // Only the type is shown: the value is a secret.
-        `expected a non-empty string, got ${options.secret === '' ? 'an empty string' : `a ${typeof options.secret}`}; ` +
-          'leave it out to send unsigned requests',
+        `expected a non-empty string, got ${got}; leave it out to send unsigned requests`,
       );
     }
     this.secret = options.secret;
@@ -182,6 +182,11 @@ export class WebhookTransport implements OutboxTransport {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** Start-up check of a route's URL, so a wrong one stops the app instead of dead-lettering events. */
+  validateRoute(route: OutboxRoute): void {
+    this.resolveUrl(route);
   }
 
   private resolveUrl(route: OutboxRoute): URL {
@@ -468,11 +473,12 @@ function describeError(error: unknown): string {
   const parts: string[] = [];
   let current: unknown = error;
   for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
-    if (current instanceof Error) {
-      const code = (current as { code?: unknown }).code;
-      const text = current.message || (typeof code === 'string' ? code : current.name);
+    // Duck-typed: fetch's errors come from Node's internal realm, where `instanceof Error` can fail.
+    if (typeof current === 'object' && typeof (current as Error).message === 'string') {
+      const { message, name, code, cause } = current as Error & { code?: unknown };
+      const text = message || (typeof code === 'string' ? code : name);
       if (text && !parts.includes(text)) parts.push(text);
-      current = current.cause;
+      current = cause;
     } else {
       parts.push(String(current));
       break;
