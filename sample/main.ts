@@ -2,13 +2,15 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from './app.module';
+import { brokerClient } from './broker.config';
 import { databaseOptions } from './database.config';
 import { runDemo } from './demo';
 
 async function bootstrap(): Promise<void> {
   const database = databaseOptions(process.env.DATABASE_URL);
+  const broker = brokerClient(process.env.BROKER_URL);
   // abortOnError: false lets a failed start reach the catch below instead of aborting the process.
-  const app = await NestFactory.create(AppModule.forRoot(database), { abortOnError: false });
+  const app = await NestFactory.create(AppModule.forRoot(database, broker), { abortOnError: false });
   // On SIGINT/SIGTERM, app.close() lets the outbox worker finish its in-flight deliveries.
   app.enableShutdownHooks();
 
