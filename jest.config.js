@@ -5,6 +5,8 @@
 const common = {
   rootDir: '.',
   testEnvironment: 'node',
+  // TypeORM keeps its metadata on globalThis on purpose; Jest's cleanup of globals only warns about it.
+  testEnvironmentOptions: { globalsCleanup: 'off' },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
   setupFiles: ['reflect-metadata'],
 };

@@ -4,7 +4,8 @@ import { OUTBOX_OPTIONS } from './outbox.constants';
 import { getOutboxHandlerMetadata } from './decorators/outbox-handler.decorator';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import type { OutboxHandlerFn, OutboxHandlerOptions } from './interfaces/outbox-message.interface';
-import { targetPolicy, type ResolvedOutboxOptions } from './outbox.options';
+import { targetPolicy, type ResolvedOutboxOptions, type ResolvedRoute } from './outbox.options';
+import { SendBatcher } from './transports/send-batcher';
 import { topicMatches } from './utils/topic-pattern';
 import { validateTopic } from './outbox.validation';
 
@@ -32,6 +33,7 @@ export class OutboxExplorer implements OnModuleInit {
   private readonly logger = new Logger('OutboxExplorer');
   private readonly byTopic = new Map<string, DeliveryTarget[]>();
   private readonly targetCache = new Map<string, readonly DeliveryTarget[]>();
+  private readonly batchers = new Map<string, SendBatcher>();
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -93,6 +95,18 @@ export class OutboxExplorer implements OnModuleInit {
     this.logger.log(`Outbox handler ${name} {${topic}}`);
   }
 
+  private sender(route: ResolvedRoute): OutboxHandlerFn {
+    const transport = this.options.transports.find((t) => t.name === route.transport)!;
+    if (!transport.sendMany) return (message) => transport.send(message, route);
+    let batcher = this.batchers.get(transport.name);
+    if (!batcher) {
+      batcher = new SendBatcher(transport.name, transport.sendMany.bind(transport));
+      this.batchers.set(transport.name, batcher);
+    }
+    const shared = batcher;
+    return (message) => shared.send(message, route);
+  }
+
   targetsFor(topic: string): readonly DeliveryTarget[] {
     const cached = this.targetCache.get(topic);
     if (cached) return cached;
@@ -100,13 +114,7 @@ export class OutboxExplorer implements OnModuleInit {
     for (const route of this.options.routes) {
       const name = `transport:${route.transport}`;
       if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
-      const transport = this.options.transports.find((t) => t.name === route.transport)!;
-      targets.push({
-        name,
-        timeoutMs: route.timeoutMs,
-        retry: route.retry,
-        invoke: (message) => transport.send(message, route),
-      });
+      targets.push({ name, timeoutMs: route.timeoutMs, retry: route.retry, invoke: this.sender(route) });
     }
     if (this.targetCache.size >= TARGET_CACHE_LIMIT) this.targetCache.clear();
     this.targetCache.set(topic, targets);

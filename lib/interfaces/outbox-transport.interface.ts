@@ -29,6 +29,12 @@ export interface OutboxTransport {
   /** Sends one message. Honour `message.signal`: it aborts when the send's time is up or the app stops. */
   send(message: OutboxMessage, route: OutboxRoute): Promise<void>;
   /**
+   * Optional batch delivery: the messages the worker is delivering at the same moment (up to
+   * `worker.concurrency`) in one call — one broker round trip instead of many. Settle one result per
+   * item, in order; each is judged like the outcome of `send`.
+   */
+  sendMany?(items: Array<{ message: OutboxMessage; route: OutboxRoute }>): Promise<PromiseSettledResult<void>[]>;
+  /**
    * Checks a route's `options` at start-up; throw (with a message saying what is wrong) to stop the
    * application instead of failing every event of the route later.
    */

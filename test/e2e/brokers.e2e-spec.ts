@@ -313,3 +313,34 @@ const natsUp = process.env.OUTBOX_TEST_NATS !== 'down';
     expect(String(row.last_error)).toMatch(/transport:js: .*(503|no responders|timeout)/i);
   });
 });
+
+const redisUp = process.env.OUTBOX_TEST_REDIS !== 'down';
+// Skipped only when Redis is down on a developer machine (global-setup reports it; CI fails instead).
+(redisUp ? describe : describe.skip)('forwarding to Redis with nobody subscribed', () => {
+  let app: TestApp;
+  afterEach(() => app.dispose());
+
+  it('records the broker saying no one received it, and retries', async () => {
+    const table = uniqueName();
+    app = await createTestApp({
+      backend: backends()[0],
+      table,
+      outboxModule: OutboxModule.forRootAsync({
+        tableName: table,
+        imports: [ClientsModule.register([CASES.find((c) => c.broker === 'redis')!.client('unused')])],
+        inject: ['BROKER'],
+        useFactory: (client: OutboxClientProxy) => ({
+          worker: { enabled: false },
+          transports: [new ClientProxyTransport('redis', client, { pattern: () => uniqueName('nobody') })],
+          routes: [{ topic: '#', transport: 'redis' }],
+          retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 },
+        }),
+      }),
+    });
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', {}));
+    expect(await app.worker.drain()).toMatchObject({ delivered: 0, failed: 1 });
+    const [row] = await outboxRows(app);
+    expect(row).toMatchObject({ id, status: 'pending' });
+    expect(String(row.last_error)).toMatch(/transport:redis: Error: Redis reported no subscriber on channel "nobody_/);
+  });
+});

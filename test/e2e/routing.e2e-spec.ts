@@ -133,6 +133,39 @@ describe('routes to transports, beside handlers', () => {
     expect(String(row.last_error)).toMatch(/transport:hooks: .*410/);
   });
 
+  it('hands the events it delivers together to sendMany in one call, each judged on its own', async () => {
+    const calls: string[][] = [];
+    const batching = {
+      name: 'bulk',
+      send: async () => {
+        throw new Error('send() must not be used when sendMany() exists');
+      },
+      sendMany: async (items: Array<{ message: OutboxMessage }>) => {
+        calls.push(items.map((i) => (i.message.payload as { n: number }).n.toString()));
+        return items.map((i) =>
+          (i.message.payload as { n: number }).n === 3
+            ? ({ status: 'rejected', reason: new Error('broker refused item 3') } as const)
+            : ({ status: 'fulfilled', value: undefined } as const),
+        );
+      },
+    };
+    await start({
+      transports: [batching],
+      routes: [{ topic: 'bulk.*', transport: 'bulk' }],
+      worker: { enabled: false, batchSize: 10, concurrency: 10 },
+      retry: { maxAttempts: 5, initialDelayMs: 60_000, maxDelayMs: 60_000 },
+    });
+    await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: 6 }, (_, n) => ({ topic: 'bulk.item', payload: { n } }))),
+    );
+    expect(await app.worker.drain()).toMatchObject({ delivered: 5, failed: 1 });
+    expect(calls).toHaveLength(1);
+    expect([...calls[0]].sort()).toEqual(['0', '1', '2', '3', '4', '5']);
+    const failed = (await outboxRows(app)).filter((r) => r.status === 'pending');
+    expect(failed).toHaveLength(1);
+    expect(String(failed[0].last_error)).toContain('transport:bulk: Error: broker refused item 3');
+  });
+
   it.each([
     ['a route naming an unknown transport', { routes: [{ topic: '#', transport: 'kafka' }] }, 'routes[0].transport'],
     ['a webhook route without a usable URL', { routes: [{ topic: '#', transport: 'hooks', options: { url: 'ftp://x' } }] }, 'routes[0].options'],
