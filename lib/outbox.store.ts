@@ -184,11 +184,13 @@ export class OutboxStore {
     };
   }
 
-  /** Each returns false when the token no longer owns a live lease: nothing was changed. */
-  async acknowledge(id: string, token: string, completedHandlers: string[]): Promise<boolean> {
-    return (await this.executor.run(this.dialect.acknowledge(this.table, id, token, completedHandlers))).affected === 1;
+  /** Acknowledges a batch in one statement; returns how many `token` still held (the rest lost their lease). */
+  async acknowledge(ids: string[], token: string): Promise<number> {
+    if (ids.length === 0) return 0;
+    return (await this.executor.run(this.dialect.acknowledge(this.table, ids, token))).affected;
   }
 
+  /** Each returns false when the token no longer owns a live lease: nothing was changed. */
   async fail(id: string, token: string, update: FailureUpdate): Promise<boolean> {
     return (await this.executor.run(this.dialect.fail(this.table, id, token, update))).affected === 1;
   }

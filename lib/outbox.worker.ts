@@ -44,6 +44,31 @@ class OutboxHandlerTimeoutError extends Error {
 }
 
 const MAX_ERROR_LENGTH = 4000;
+/** Successes of a slow batch are acknowledged at least this often, not only when the batch ends. */
+const ACK_FLUSH_MS = 250;
+
+/** Collects the ids of a batch's successes for one acknowledgement statement. */
+class AckBuffer {
+  private ids: string[] = [];
+  private since = performance.now();
+
+  constructor(private readonly write: (ids: string[]) => Promise<void>) {}
+
+  add(id: string): void {
+    this.ids.push(id);
+  }
+
+  async flushIfStale(): Promise<void> {
+    if (this.ids.length > 0 && performance.now() - this.since >= ACK_FLUSH_MS) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    const ids = this.ids;
+    this.ids = [];
+    this.since = performance.now();
+    if (ids.length > 0) await this.write(ids);
+  }
+}
 
 function describeError(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
@@ -193,17 +218,47 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     claimedAt: number,
     total: OutboxDrainResult,
   ): Promise<void> {
+    const acks = new AckBuffer((ids) => this.acknowledge(ids, token, total));
     let next = 0;
     const lanes = Array.from({ length: Math.min(this.options.worker.concurrency, events.length) }, async () => {
       while (next < events.length) {
         const event = events[next++];
-        await this.deliver(event, token, claimedAt, total);
+        if (await this.deliver(event, token, claimedAt, total)) acks.add(event.id);
+        await acks.flushIfStale();
       }
     });
     await Promise.all(lanes);
+    await acks.flush();
   }
 
-  private async deliver(event: StoredEvent, token: string, claimedAt: number, total: OutboxDrainResult) {
+  /** One statement for a batch of successes, fenced by the claim token. */
+  private async acknowledge(ids: string[], token: string, total: OutboxDrainResult): Promise<void> {
+    if (this.closed) {
+      this.logger.warn(`Outbox acknowledgement of ${ids.length} event(s) skipped: the worker has shut down`);
+      return;
+    }
+    try {
+      const acknowledged = await this.store.acknowledge(ids, token);
+      total.delivered += acknowledged;
+      if (acknowledged < ids.length) {
+        total.lostLeases += ids.length - acknowledged;
+        this.logger.warn(
+          `Outbox acknowledgement of ${ids.length - acknowledged} of ${ids.length} event(s) rejected: ` +
+            'their lease expired and they may belong to another worker now',
+        );
+      }
+    } catch (error) {
+      this.logStoreError('acknowledgement', ids.join(', '), error);
+    }
+  }
+
+  /** Runs an event's pending targets; true when all succeeded (the caller acknowledges in a batch). */
+  private async deliver(
+    event: StoredEvent,
+    token: string,
+    claimedAt: number,
+    total: OutboxDrainResult,
+  ): Promise<boolean> {
     const handlers = this.explorer.targetsFor(event.topic);
     const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
     const longest = Math.max(0, ...pending.map((h) => h.timeoutMs));
@@ -214,7 +269,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       const ok = await this.record('release', event.id, () => this.store.release(event.id, token, true));
       if (ok) total.released++;
       else total.lostLeases++;
-      return;
+      return false;
     }
 
     const abort = new AbortController();
@@ -229,18 +284,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       this.inFlight.delete(event.id);
     }
 
+    const failures = outcomes.filter((o) => 'error' in o);
+    if (handlers.length > 0 && failures.length === 0) return true;
     const succeeded = outcomes.filter((o) => !('error' in o)).map((o) => o.handler.name);
     const completed = [...event.completedHandlers, ...succeeded];
-    const failures = outcomes.filter((o) => 'error' in o);
-
-    if (handlers.length > 0 && failures.length === 0) {
-      const ok = await this.record('acknowledgement', event.id, () =>
-        this.store.acknowledge(event.id, token, completed),
-      );
-      if (ok) total.delivered++;
-      else total.lostLeases++;
-      return;
-    }
 
     const errorText =
       handlers.length === 0
@@ -277,6 +324,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
           `failed; retrying in ${retryDelayMs} ms or later: ${errorText}`,
       );
     }
+    return false;
   }
 
   private async runHandler(

@@ -173,12 +173,12 @@ export class MysqlDialect implements OutboxDialect {
     });
   }
 
-  acknowledge(table: string, id: string, token: string, completedHandlers: string[]): Statement {
+  acknowledge(table: string, ids: string[], token: string): Statement {
     return {
       sql:
-        `UPDATE ${q(table)} SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = ${NOW}, ` +
-        `\`completed_handlers\` = ? WHERE \`id\` = ? AND ${LIVE_LEASE}`,
-      params: [JSON.stringify(completedHandlers), id, token],
+        `UPDATE ${q(table)} SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = ${NOW} ` +
+        `WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+      params: [...ids, token],
     };
   }
 

@@ -64,7 +64,8 @@ export interface OutboxDialect {
   ): Promise<Record<string, unknown>[]>;
   /** The locking selection of the claim, for EXPLAIN in tests and operations. */
   claimSelection(table: string, batchSize: number): Statement;
-  acknowledge(table: string, id: string, token: string, completedHandlers: string[]): Statement;
+  /** Marks delivered, in one statement, those of `ids` that `token` still holds with a live lease. */
+  acknowledge(table: string, ids: string[], token: string): Statement;
   fail(table: string, id: string, token: string, update: FailureUpdate): Statement;
   /** Gives a claimed row back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
   release(table: string, id: string, token: string, uncount: boolean): Statement;

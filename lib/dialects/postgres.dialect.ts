@@ -114,12 +114,12 @@ export class PostgresDialect implements OutboxDialect {
     return rows;
   }
 
-  acknowledge(table: string, id: string, token: string, completedHandlers: string[]) {
+  acknowledge(table: string, ids: string[], token: string) {
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = now(), ` +
-        `"completed_handlers" = $3::jsonb WHERE "id" = $1 AND ${LIVE_LEASE}`,
-      params: [id, token, JSON.stringify(completedHandlers)],
+        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = now() ` +
+        `WHERE "id" = ANY($1::uuid[]) AND "status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`,
+      params: [ids, token],
     };
   }
 

@@ -137,12 +137,12 @@ export class SqliteDialect implements OutboxDialect {
     return rows;
   }
 
-  acknowledge(table: string, id: string, token: string, completedHandlers: string[]) {
+  acknowledge(table: string, ids: string[], token: string) {
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = ${NOW}, ` +
-        `"completed_handlers" = ? WHERE "id" = ? AND ${LIVE_LEASE}`,
-      params: [JSON.stringify(completedHandlers), id, token],
+        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = ${NOW} ` +
+        `WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+      params: [...ids, token],
     };
   }
 

@@ -248,14 +248,14 @@ describe.each(backends())('worker on %s', (backend) => {
     const before = await row(id);
     expect(before).toMatchObject({ status: 'pending', attempts: 2, claim_token: second.token });
 
-    expect(await store.acknowledge(id, first.token, ['late'])).toBe(false);
+    expect(await store.acknowledge([id], first.token)).toBe(0);
     expect(
       await store.fail(id, first.token, { error: 'late', completedHandlers: [], deadLetter: true, retryDelayMs: 0 }),
     ).toBe(false);
     expect(await store.release(id, first.token, true)).toBe(false);
     expect(await row(id)).toEqual(before);
 
-    expect(await store.acknowledge(id, second.token, ['Handlers.plain'])).toBe(true);
+    expect(await store.acknowledge([id], second.token)).toBe(1);
     expect((await row(id)).status).toBe('delivered');
     // Acknowledged means never claimable again.
     expect((await store.claim({ batchSize: 10, leaseMs: 1000, maxAttempts: 3 })).events).toHaveLength(0);
