@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { dialectForType, isSqlite } from './dialects';
 import type {
   FailureUpdate,
@@ -8,6 +8,7 @@ import type {
   Statement,
   StatementResult,
   StoredEvent,
+  WakeUpChannel,
 } from './dialects/outbox-dialect.interface';
 import { sqliteGateFor, type SqliteConnectionGate } from './dialects/sqlite-connection-gate';
 import { OutboxDedupeConflictError } from './errors/outbox.errors';
@@ -38,6 +39,9 @@ async function queryOn(runner: QueryRunner, statement: Statement): Promise<State
 export class OutboxStore {
   readonly dialect: OutboxDialect;
   private readonly gate: SqliteConnectionGate | undefined;
+  /** Cross-instance wake-up, where the database offers one. */
+  readonly wakeUp: WakeUpChannel | undefined;
+  private readonly committedListeners: Array<() => void> = [];
 
   constructor(
     readonly dataSource: DataSource,
@@ -45,7 +49,40 @@ export class OutboxStore {
   ) {
     this.dialect = dialectForType(String(dataSource.options.type));
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
+    this.wakeUp = this.dialect.wakeUpChannel?.(dataSource, table, (error) => this.onWakeUpError?.(error));
+    dataSource.subscribers.push(this.commitWatcher());
   }
+
+  /** Where wake-up errors go (the worker logs them); they never affect publishing. */
+  onWakeUpError: ((error: unknown) => void) | undefined;
+
+  /** Calls `listener` after every commit of a transaction that published events. */
+  onCommitted(listener: () => void): void {
+    this.committedListeners.push(listener);
+  }
+
+  /**
+   * A TypeORM subscriber that sees the outermost commit of transactions this store wrote to: the
+   * moment their events become claimable, so the local worker and other instances can look at once.
+   */
+  private commitWatcher(): EntitySubscriberInterface {
+    const key = this.publishedKey;
+    return {
+      afterTransactionCommit: (event) => {
+        const runner = event.queryRunner;
+        if (runner.isTransactionActive || !runner.data?.[key]) return;
+        delete runner.data[key];
+        this.wakeUp?.notify();
+        for (const listener of this.committedListeners) listener();
+      },
+      afterTransactionRollback: (event) => {
+        const runner = event.queryRunner;
+        if (!runner.isTransactionActive && runner.data) delete runner.data[key];
+      },
+    };
+  }
+
+  private readonly publishedKey = `outbox:published:${this.table}`;
 
   /** A store whose server has been checked: too old a server stops the start-up. */
   static async create(dataSource: DataSource, table: string): Promise<OutboxStore> {
@@ -134,6 +171,8 @@ export class OutboxStore {
       return !found;
     });
 
+    const runner = manager.queryRunner!;
+    runner.data = { ...(runner.data ?? {}), [this.publishedKey]: true };
     const rowsPerStatement = Math.floor(this.dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
     for (let i = 0; i < fresh.length; i += rowsPerStatement) {
       await this.runIn(manager, this.dialect.insert(this.table, fresh.slice(i, i + rowsPerStatement)));

@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { AsyncResource } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from './errors/outbox.errors';
@@ -102,6 +103,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   /** Set once shutdown has given up on in-flight work: from then on no SQL is issued. */
   private closed = false;
   private readonly inFlight = new Map<string, { token: string; abort: AbortController }>();
+  /** A wake-up asked for while a run was busy: run again right after it. */
+  private kicked = false;
+  /** The worker's own async context, so a wake-up from a request never runs in that request's. */
+  private scope: AsyncResource | undefined;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -118,11 +123,22 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.registry = this.schedulerRegistry();
     const handle = setInterval(() => this.poll(), this.options.worker.pollIntervalMs);
     this.registry.addInterval(this.intervalName, handle);
+    this.scope = new AsyncResource('OutboxWorker');
+    this.store.onCommitted(() => this.kick());
+    this.store.onWakeUpError = (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`);
+    await this.store.wakeUp?.listen(() => this.kick());
     this.poll();
+  }
+
+  /** Looks for work now: events were just committed here or, by notification, elsewhere. */
+  private kick(): void {
+    if (this.stopping || !this.scope) return;
+    this.scope.runInAsyncScope(() => setImmediate(() => this.poll()));
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
+    await this.store.wakeUp?.close();
     if (this.registry?.doesExist('interval', this.intervalName)) {
       this.registry.deleteInterval(this.intervalName);
     }
@@ -170,11 +186,19 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   private poll(): void {
-    if (this.busy || this.stopping) return;
-    // Back to back while batches come back full; the interval picks up the rest.
-    void this.exclusive(() => this.runUntil((claimed) => claimed < this.options.worker.batchSize)).catch((error) =>
-      this.logger.error(`Outbox worker run failed: ${describeError(error)}`),
-    );
+    if (this.stopping) return;
+    if (this.busy) {
+      this.kicked = true;
+      return;
+    }
+    // Back to back while batches come back full, and once more if woken meanwhile; the interval
+    // picks up the rest.
+    void this.exclusive(async () => {
+      do {
+        this.kicked = false;
+        await this.runUntil((claimed) => claimed < this.options.worker.batchSize);
+      } while (this.kicked && !this.stopping);
+    }).catch((error) => this.logger.error(`Outbox worker run failed: ${describeError(error)}`));
   }
 
   private exclusive<T>(run: () => Promise<T>): Promise<T> {

@@ -1,3 +1,4 @@
+import type { DataSource } from 'typeorm';
 import type { OutboxEventRecord } from '../interfaces/outbox-event-record.interface';
 import type { ValidatedEvent } from '../outbox.validation';
 
@@ -21,6 +22,15 @@ export interface SqlExecutor {
   run(statement: Statement): Promise<StatementResult>;
   /** Runs `work` in one READ COMMITTED transaction on one connection; rolls back if it throws. */
   transaction<T>(work: (run: (statement: Statement) => Promise<StatementResult>) => Promise<T>): Promise<T>;
+}
+
+/** Wakes workers of other instances when events are committed (a hint; polling stays the safety net). */
+export interface WakeUpChannel {
+  /** Called after a commit that published events. Must be cheap and never throw. */
+  notify(): void;
+  /** Calls `wake` on every notification from another instance, and after each (re)connection. */
+  listen(wake: () => void): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface FailureUpdate {
@@ -49,6 +59,9 @@ export interface OutboxDialect {
   verifyServer(executor: SqlExecutor): Promise<void>;
   /** Errors worth running the same statement or transaction again for (deadlock, lock wait timeout). */
   isTransient(error: unknown): boolean;
+
+  /** A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY). */
+  wakeUpChannel?(dataSource: DataSource, table: string, onError: (error: unknown) => void): WakeUpChannel;
 
   insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
   selectByDedupeKeys(table: string, keys: string[]): Statement;

@@ -1,3 +1,5 @@
+import type { DataSource } from 'typeorm';
+import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
 import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
@@ -17,6 +19,10 @@ export class PostgresDialect implements OutboxDialect {
   async verifyServer(executor: SqlExecutor): Promise<void> {
     const { rows } = await executor.run({ sql: 'SHOW server_version', params: [] });
     requireVersion('PostgreSQL', String(rows[0]?.server_version ?? ''), '13.0');
+  }
+
+  wakeUpChannel(dataSource: DataSource, table: string, onError: (error: unknown) => void) {
+    return new PostgresWakeUp(dataSource, table, onError);
   }
 
   isTransient(error: unknown): boolean {

@@ -1,0 +1,126 @@
+import { randomUUID } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+import type { WakeUpChannel } from './outbox-dialect.interface';
+
+interface PoolClient {
+  query(sql: string, params?: unknown[]): Promise<unknown>;
+  on(event: string, listener: (...args: never[]) => void): void;
+  off(event: string, listener: (...args: never[]) => void): void;
+  release(error?: Error | boolean): void;
+  processID?: number;
+}
+interface Pool {
+  connect(): Promise<PoolClient>;
+  query(sql: string, params?: unknown[]): Promise<unknown>;
+}
+
+const RECONNECT_MS = [100, 250, 500, 1000, 2000, 5000];
+
+/**
+ * Cross-instance wake-up on PostgreSQL. Notifications are hints, never the delivery path: they are
+ * sent after commit, carry no payload but the sender's id, and a listener that lost its connection
+ * polls once it is back, since nothing is replayed.
+ *
+ * Cost: instead of a NOTIFY inside every publishing transaction (which serialises commits on the
+ * notification queue), an instance sends at most one NOTIFY at a time after its commits; commits
+ * made while one is in flight share the next.
+ */
+export class PostgresWakeUp implements WakeUpChannel {
+  private readonly sender = randomUUID();
+  private readonly channel: string;
+  private sending = false;
+  private dirty = false;
+  private closed = false;
+  private client: PoolClient | undefined;
+  private detach: (() => void) | undefined;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    table: string,
+    private readonly onError: (error: unknown) => void,
+  ) {
+    this.channel = `outbox_${table}`;
+  }
+
+  private pool(): Pool {
+    return (this.dataSource.driver as unknown as { master: Pool }).master;
+  }
+
+  notify(): void {
+    if (this.closed) return;
+    if (this.sending) {
+      this.dirty = true;
+      return;
+    }
+    this.sending = true;
+    void (async () => {
+      do {
+        this.dirty = false;
+        try {
+          await this.pool().query('SELECT pg_notify($1, $2)', [this.channel, this.sender]);
+        } catch (error) {
+          this.onError(error); // the pollers still find the events
+        }
+      } while (this.dirty && !this.closed);
+      this.sending = false;
+    })();
+  }
+
+  async listen(wake: () => void): Promise<void> {
+    await this.connect(wake, 0);
+  }
+
+  /** The backend process id of the listening connection (for operations and tests). */
+  get listenerPid(): number | undefined {
+    return this.client?.processID;
+  }
+
+  private async connect(wake: () => void, attempt: number): Promise<void> {
+    if (this.closed) return;
+    try {
+      const client = await this.pool().connect();
+      const onNotification = (message: { channel: string; payload?: string }) => {
+        if (message.channel === this.channel && message.payload !== this.sender) wake();
+      };
+      const onLost = (error?: Error) => {
+        detach();
+        if (this.client === client) this.client = undefined;
+        client.release(error ?? true);
+        if (this.closed) return;
+        this.onError(error ?? new Error('the LISTEN connection ended'));
+        setTimeout(() => void this.connect(wake, 0), RECONNECT_MS[0]).unref();
+      };
+      const detach = () => {
+        client.off('notification', onNotification);
+        client.off('error', onLost);
+        client.off('end', onLost);
+      };
+      client.on('notification', onNotification);
+      client.on('error', onLost);
+      client.on('end', onLost);
+      this.detach = detach;
+      await client.query(`LISTEN "${this.channel}"`);
+      this.client = client;
+      // Notifications sent while no one listened are gone: look for work once now.
+      wake();
+    } catch (error) {
+      this.onError(error);
+      const delay = RECONNECT_MS[Math.min(attempt, RECONNECT_MS.length - 1)];
+      setTimeout(() => void this.connect(wake, attempt + 1), delay).unref();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const client = this.client;
+    this.client = undefined;
+    if (!client) return;
+    this.detach?.();
+    try {
+      await client.query(`UNLISTEN "${this.channel}"`);
+      client.release();
+    } catch (error) {
+      client.release(error as Error);
+    }
+  }
+}
