@@ -31,6 +31,8 @@ export interface WakeUpChannel {
   /** Calls `wake` on every notification from another instance, and after each (re)connection. */
   listen(wake: () => void): Promise<void>;
   close(): Promise<void>;
+  /** The database process of the listening connection, when connected (for operations and tests). */
+  readonly listenerPid?: number;
 }
 
 export interface FailureUpdate {

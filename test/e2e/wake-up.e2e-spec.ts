@@ -1,0 +1,99 @@
+import { Injectable } from '@nestjs/common';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { OutboxHandler, type OutboxMessage } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import type { OutboxStore } from '../../lib/outbox.store';
+import { backends } from '../fixtures/backends';
+import { eventually } from '../fixtures/eventually';
+import { createTestApp, type TestApp } from '../fixtures/test-app';
+
+const requestContext = new AsyncLocalStorage<string>();
+
+@Injectable()
+class Seen {
+  messages: Array<{ message: OutboxMessage; context: string | undefined }> = [];
+  @OutboxHandler('wake.me')
+  async handle(message: OutboxMessage) {
+    this.messages.push({ message, context: requestContext.getStore() });
+  }
+}
+
+/** Polling once an hour: only a wake-up can deliver within a test. */
+const SLEEPY = { worker: { enabled: true, pollIntervalMs: 3_600_000 } };
+
+describe.each(backends())('wake-up on %s', (backend) => {
+  const apps: TestApp[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0).reverse()) await app.dispose();
+  });
+
+  it('delivers right after the commit, in the worker’s own async context, not the request’s', async () => {
+    const app = await createTestApp({ backend, providers: [Seen], outbox: SLEEPY });
+    apps.push(app);
+    const { id } = await requestContext.run('request-42', () =>
+      app.txHost.withTransaction(() => app.outbox.publish('wake.me', {})),
+    );
+    const seen = app.module.get(Seen);
+    await eventually(() => seen.messages.length === 1, 10_000, 'the wake-up');
+    expect(seen.messages[0].message.id).toBe(id);
+    expect(seen.messages[0].context).toBeUndefined();
+  });
+
+  it('does not wake on a rollback, and nothing is delivered', async () => {
+    const app = await createTestApp({ backend, providers: [Seen], outbox: SLEEPY });
+    apps.push(app);
+    await expect(
+      app.txHost.withTransaction(async () => {
+        await app.outbox.publish('wake.me', {});
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    // A later commit wakes the worker; only its event arrives.
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('wake.me', { second: true }));
+    const seen = app.module.get(Seen);
+    await eventually(() => seen.messages.length >= 1, 10_000, 'the wake-up');
+    expect(seen.messages.map((m) => m.message.id)).toEqual([id]);
+  });
+});
+
+const postgres = backends().includes('postgres') ? describe : describe.skip;
+// Skipped only when PostgreSQL is down on a developer machine (global-setup fails CI instead).
+postgres('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)', () => {
+  const apps: TestApp[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0).reverse()) await app.dispose();
+  });
+
+  async function pair() {
+    const publisher = await createTestApp({ backend: 'postgres' }); // worker off: publishes only
+    const worker = await createTestApp({ backend: 'postgres', table: publisher.table, providers: [Seen], outbox: SLEEPY });
+    apps.push(publisher, worker);
+    return { publisher, worker, seen: worker.module.get(Seen), store: worker.module.get<OutboxStore>(OUTBOX_STORE) };
+  }
+
+  it('delivers in another instance right after the commit', async () => {
+    const { publisher, seen } = await pair();
+    const { id } = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', {}));
+    await eventually(() => seen.messages.some((m) => m.message.id === id), 10_000, 'the notification');
+  });
+
+  it('reconnects a listener whose connection was killed, and misses nothing sent meanwhile', async () => {
+    const { publisher, seen, store } = await pair();
+    const killed = await eventually(() => store.wakeUp!.listenerPid, 10_000, 'the listener');
+    await publisher.raw.query('SELECT pg_terminate_backend(?)', [killed]);
+    // Published while the listener may be down: its NOTIFY can be lost, the catch-up poll is not.
+    const during = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', { during: true }));
+    const again = await eventually(
+      () => (store.wakeUp!.listenerPid && store.wakeUp!.listenerPid !== killed ? store.wakeUp!.listenerPid : undefined),
+      10_000,
+      'a new listener',
+    );
+    expect(again).not.toBe(killed);
+    const after = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', { after: true }));
+    await eventually(
+      () => [during.id, after.id].every((id) => seen.messages.some((m) => m.message.id === id)),
+      10_000,
+      'both events',
+    );
+  });
+});
