@@ -1,0 +1,71 @@
+import 'reflect-metadata';
+import { Injectable, Module, type DynamicModule } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ClsPluginTransactional } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { getDataSourceToken, TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
+import { ClsModule } from 'nestjs-cls';
+import { createOutboxMigration, OutboxHandler, OutboxModule, type OutboxMessage, type OutboxModuleOptions } from '../lib';
+
+export type Db = 'postgres' | 'mariadb' | 'sqlite';
+export const DBS: Db[] = ['postgres', 'mariadb', 'sqlite'];
+
+export const PG_URL = process.env.OUTBOX_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const MARIADB_URL = process.env.OUTBOX_BENCH_MARIADB_URL ?? 'mysql://root@127.0.0.1:3306/test';
+export const SQLITE_FILE = process.env.OUTBOX_BENCH_SQLITE ?? '/tmp/nestjs-typeorm-outbox-bench.sqlite';
+
+/** TypeORM options of the library side: pool of `pool` connections, better-sqlite3 for SQLite. */
+export function typeorm(db: Db, table: string, pool = 10, migrate = false): TypeOrmModuleOptions {
+  const common = {
+    migrations: migrate ? [createOutboxMigration(table)] : [],
+    migrationsRun: migrate,
+    migrationsTableName: `${table}_migrations`,
+  };
+  if (db === 'postgres') return { type: 'postgres', url: PG_URL, extra: { max: pool }, ...common };
+  if (db === 'mariadb') return { type: 'mariadb', url: MARIADB_URL, extra: { connectionLimit: pool }, ...common };
+  return { type: 'better-sqlite3', database: SQLITE_FILE, enableWAL: true, timeout: 30_000, ...common };
+}
+
+/** Counts deliveries; the no-op handler of the drain and latency runs. */
+@Injectable()
+export class Sink {
+  count = 0;
+  onReceive: ((m: OutboxMessage) => void) | undefined;
+  @OutboxHandler('bench.event')
+  handle(message: OutboxMessage) {
+    this.count++;
+    this.onReceive?.(message);
+  }
+}
+
+/** A Nest application context with the outbox on `table`. */
+export async function libraryApp(db: Db, table: string, outbox: Omit<OutboxModuleOptions, 'tableName'>, pool = 10) {
+  @Module({})
+  class BenchModule {
+    static forRoot(): DynamicModule {
+      return {
+        module: BenchModule,
+        imports: [
+          TypeOrmModule.forRoot(typeorm(db, table, pool)),
+          ClsModule.forRoot({
+            global: true,
+            plugins: [
+              new ClsPluginTransactional({
+                imports: [TypeOrmModule],
+                adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
+              }),
+            ],
+          }),
+          OutboxModule.forRoot({ ...outbox, tableName: table }),
+        ],
+        providers: [Sink],
+      };
+    }
+  }
+  return NestFactory.createApplicationContext(BenchModule.forRoot(), { logger: ['error', 'warn'] });
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}

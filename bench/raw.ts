@@ -1,0 +1,235 @@
+import { randomUUID } from 'node:crypto';
+import { dialectForType } from '../lib/dialects';
+import { MARIADB_URL, PG_URL, SQLITE_FILE, type Db } from './env';
+
+/** Hand-written SQL with the bare drivers: the baseline every figure is compared with. */
+export interface Raw {
+  query(sql: string, params?: unknown[]): Promise<{ rows: Record<string, unknown>[]; affected: number }>;
+  transaction<T>(work: (query: Raw['query']) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export async function raw(db: Db, pool = 4): Promise<Raw> {
+  if (db === 'postgres') {
+    const { Pool } = await import('pg');
+    const p = new Pool({ connectionString: PG_URL, max: pool });
+    const run = (q: { query: (sql: string, params: unknown[]) => Promise<import('pg').QueryResult> }) => async (sql: string, params: unknown[] = []) => {
+      const r = await q.query(sql, params);
+      return { rows: r.rows, affected: r.rowCount ?? 0 };
+    };
+    return {
+      query: run(p),
+      transaction: async (work) => {
+        const client = await p.connect();
+        try {
+          await client.query('BEGIN');
+          const result = await work(run(client as never));
+          await client.query('COMMIT');
+          return result;
+        } catch (error) {
+          await client.query('ROLLBACK');
+          throw error;
+        } finally {
+          client.release();
+        }
+      },
+      close: () => p.end(),
+    };
+  }
+  if (db === 'mariadb') {
+    const mysql = await import('mysql2/promise');
+    const p = mysql.createPool({ uri: MARIADB_URL, connectionLimit: pool });
+    const run = (q: { query: (sql: string, params?: unknown[]) => Promise<unknown> }) => async (sql: string, params: unknown[] = []) => {
+      const [r] = (await q.query(sql, params)) as [unknown];
+      return Array.isArray(r) ? { rows: r as Record<string, unknown>[], affected: 0 } : { rows: [], affected: (r as { affectedRows: number }).affectedRows };
+    };
+    return {
+      query: run(p as never),
+      transaction: async (work) => {
+        const c = await p.getConnection();
+        try {
+          await c.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+          await c.beginTransaction();
+          const result = await work(run(c as never));
+          await c.commit();
+          return result;
+        } catch (error) {
+          await c.rollback();
+          throw error;
+        } finally {
+          c.release();
+        }
+      },
+      close: () => p.end(),
+    };
+  }
+  const { default: Database } = await import('better-sqlite3');
+  const d = new Database(SQLITE_FILE);
+  d.pragma('journal_mode = WAL');
+  d.pragma('busy_timeout = 30000');
+  const query = async (sql: string, params: unknown[] = []) => {
+    const statement = d.prepare(sql);
+    if (statement.reader) return { rows: statement.all(...params) as Record<string, unknown>[], affected: 0 };
+    return { rows: [], affected: statement.run(...params).changes };
+  };
+  return {
+    query,
+    transaction: async (work) => {
+      d.exec('BEGIN IMMEDIATE');
+      try {
+        const result = await work(query);
+        d.exec('COMMIT');
+        return result;
+      } catch (error) {
+        d.exec('ROLLBACK');
+        throw error;
+      }
+    },
+    close: async () => void d.close(),
+  };
+}
+
+const q = (db: Db, name: string) => (db === 'mariadb' ? `\`${name}\`` : `"${name}"`);
+
+export async function createTables(db: Db, r: Raw, table: string): Promise<void> {
+  await r.query(`DROP TABLE IF EXISTS ${q(db, table)}`);
+  await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
+  const type = db === 'postgres' ? 'postgres' : db === 'mariadb' ? 'mariadb' : 'better-sqlite3';
+  for (const sql of dialectForType(type).createSchema(table)) await r.query(sql);
+  await r.query(`CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`);
+}
+
+export async function dropTables(db: Db, r: Raw, table: string): Promise<void> {
+  await r.query(`DROP TABLE IF EXISTS ${q(db, table)}`);
+  await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
+}
+
+/** Inserts `count` events in one statement per 100,000, by SQL: `status` pending (due now) or delivered. */
+export async function fill(db: Db, r: Raw, table: string, count: number, status: 'pending' | 'delivered' = 'pending') {
+  for (let done = 0; done < count; done += 100_000) {
+    const n = Math.min(100_000, count - done);
+    if (db === 'postgres') {
+      await r.query(
+        `INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at", "processed_at")
+         SELECT gen_random_uuid(), 'bench.event', '{"n":1}'::jsonb, $1::varchar, now() - interval '1 second', CASE WHEN $1::varchar = 'delivered' THEN now() END
+         FROM generate_series(1, ${n})`,
+        [status],
+      );
+    } else if (db === 'mariadb') {
+      await r.query(
+        `INSERT INTO \`${table}\` (\`id\`, \`topic\`, \`payload\`, \`headers\`, \`status\`, \`available_at\`, \`completed_handlers\`, \`created_at\`, \`processed_at\`)
+         SELECT UUID(), 'bench.event', '{"n":1}', '{}', ?, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, '[]', UTC_TIMESTAMP(6), IF(? = 'delivered', UTC_TIMESTAMP(6), NULL)
+         FROM seq_1_to_${n}`,
+        [status, status],
+      );
+    } else {
+      await r.query(
+        `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${n})
+         INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at")
+         SELECT lower(hex(randomblob(16))), 'bench.event', '{"n":1}', ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds') FROM s`,
+        [status],
+      );
+    }
+  }
+  if (db !== 'sqlite') await r.query(db === 'postgres' ? `ANALYZE "${table}"` : `ANALYZE TABLE \`${table}\``);
+}
+
+/** The raw baseline's enqueue: one business insert and, with `outbox`, one hand-written outbox insert. */
+export async function rawEnqueue(db: Db, r: Raw, table: string, outbox: boolean): Promise<void> {
+  const id = randomUUID();
+  await r.transaction(async (query) => {
+    if (db === 'postgres') {
+      await query(`INSERT INTO "${table}_orders" ("id", "amount") VALUES ($1, $2)`, [id, 42]);
+      if (outbox) {
+        await query(
+          `INSERT INTO "${table}" ("id", "topic", "payload", "headers", "available_at") VALUES ($1, $2, $3::jsonb, '{}'::jsonb, now())`,
+          [randomUUID(), 'bench.event', JSON.stringify({ orderId: id, amount: 42 })],
+        );
+      }
+    } else if (db === 'mariadb') {
+      await query(`INSERT INTO \`${table}_orders\` (\`id\`, \`amount\`) VALUES (?, ?)`, [id, 42]);
+      if (outbox) {
+        await query(
+          `INSERT INTO \`${table}\` (\`id\`, \`topic\`, \`payload\`, \`headers\`, \`available_at\`, \`completed_handlers\`, \`created_at\`)
+           VALUES (?, ?, ?, '{}', UTC_TIMESTAMP(6), '[]', UTC_TIMESTAMP(6))`,
+          [randomUUID(), 'bench.event', JSON.stringify({ orderId: id, amount: 42 })],
+        );
+      }
+    } else {
+      await query(`INSERT INTO "${table}_orders" ("id", "amount") VALUES (?, ?)`, [id, 42]);
+      if (outbox) {
+        await query(`INSERT INTO "${table}" ("id", "topic", "payload", "available_at") VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`, [
+          randomUUID(),
+          'bench.event',
+          JSON.stringify({ orderId: id, amount: 42 }),
+        ]);
+      }
+    }
+  });
+}
+
+/** The raw baseline's drain: claim a batch (SKIP LOCKED where there is one), acknowledge it in one statement. */
+export async function rawDrain(db: Db, r: Raw, table: string, batch: number): Promise<number> {
+  let delivered = 0;
+  for (;;) {
+    const token = randomUUID();
+    let ids: string[];
+    if (db === 'postgres') {
+      const { rows } = await r.query(
+        `WITH c AS (SELECT "id" FROM "${table}" WHERE "status" = 'pending' AND "available_at" <= now()
+                    ORDER BY "available_at", "id" LIMIT $1 FOR UPDATE SKIP LOCKED)
+         UPDATE "${table}" o SET "attempts" = o."attempts" + 1, "claim_token" = $2, "available_at" = now() + interval '60 seconds'
+         FROM c WHERE o."id" = c."id" RETURNING o."id", o."payload"`,
+        [batch, token],
+      );
+      ids = rows.map((row) => String(row.id));
+      if (ids.length) {
+        await r.query(
+          `UPDATE "${table}" SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = now() WHERE "id" = ANY($1::uuid[]) AND "claim_token" = $2`,
+          [ids, token],
+        );
+      }
+    } else if (db === 'mariadb') {
+      ids = await r.transaction(async (query) => {
+        const { rows } = await query(
+          `SELECT \`id\` FROM \`${table}\` WHERE \`status\` = 'pending' AND \`available_at\` <= UTC_TIMESTAMP(6)
+           ORDER BY \`available_at\`, \`id\` LIMIT ? FOR UPDATE SKIP LOCKED`,
+          [batch],
+        );
+        const picked = rows.map((row) => String(row.id));
+        if (picked.length) {
+          const list = picked.map(() => '?').join(', ');
+          await query(
+            `UPDATE \`${table}\` SET \`claim_token\` = ?, \`available_at\` = UTC_TIMESTAMP(6) + INTERVAL 60 SECOND, \`attempts\` = \`attempts\` + 1 WHERE \`id\` IN (${list})`,
+            [token, ...picked],
+          );
+          await query(`SELECT \`id\`, \`payload\` FROM \`${table}\` WHERE \`id\` IN (${list})`, picked);
+        }
+        return picked;
+      });
+      if (ids.length) {
+        await r.query(
+          `UPDATE \`${table}\` SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = UTC_TIMESTAMP(6) WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND \`claim_token\` = ?`,
+          [...ids, token],
+        );
+      }
+    } else {
+      const { rows } = await r.query(
+        `WITH c AS (SELECT "id" FROM "${table}" WHERE "status" = 'pending' AND "available_at" <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                    ORDER BY "available_at", "id" LIMIT ?)
+         UPDATE "${table}" SET "attempts" = "attempts" + 1, "claim_token" = ?, "available_at" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+60 seconds')
+         WHERE "id" IN (SELECT "id" FROM c) RETURNING "id", "payload"`,
+        [batch, token],
+      );
+      ids = rows.map((row) => String(row.id));
+      if (ids.length) {
+        await r.query(
+          `UPDATE "${table}" SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND "claim_token" = ?`,
+          [...ids, token],
+        );
+      }
+    }
+    if (ids.length === 0) return delivered;
+    delivered += ids.length;
+  }
+}

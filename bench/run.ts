@@ -1,0 +1,317 @@
+/**
+ * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
+ * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
+ * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { OutboxService } from '../lib';
+import { OUTBOX_STORE } from '../lib/outbox.constants';
+import type { OutboxStore } from '../lib/outbox.store';
+import { DBS, libraryApp, percentile, type Db } from './env';
+import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
+
+const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
+const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
+const SIZES = {
+  enqueueSeconds: QUICK ? 1 : 3,
+  drainEvents: QUICK ? 5_000 : 50_000,
+  latencySeconds: QUICK ? 3 : 10,
+  memoryEvents: QUICK ? 20_000 : 200_000,
+  history: QUICK ? 100_000 : 1_000_000,
+  pending: 10_000,
+};
+const TABLE = 'bench_outbox';
+const ROOT = join(__dirname, '..');
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+const q = (db: Db, name: string) => (db === 'mariadb' ? `\`${name}\`` : `"${name}"`);
+
+interface Child {
+  ready: Promise<void>;
+  lines: string[];
+  onLine: (listener: (line: string) => void) => void;
+  go(): void;
+  result: Promise<Record<string, number>>;
+  kill(): void;
+}
+
+function child(args: string[], nodeArgs: string[] = []): Child {
+  const proc = spawn(process.execPath, [...nodeArgs, '-r', 'ts-node/register/transpile-only', join(ROOT, 'bench/child.ts'), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines: string[] = [];
+  const listeners: Array<(line: string) => void> = [];
+  let resolveReady!: () => void;
+  let resolveResult!: (r: Record<string, number>) => void;
+  let rejectAll!: (e: Error) => void;
+  const ready = new Promise<void>((resolve, reject) => ((resolveReady = resolve), (rejectAll = reject)));
+  const result = new Promise<Record<string, number>>((resolve, reject) => {
+    resolveResult = resolve;
+    proc.on('exit', (code) => code !== 0 && code !== null && reject(new Error(`child ${args.join(' ')} exited ${code}`)));
+  });
+  proc.on('exit', (code) => code && rejectAll(new Error(`child ${args.join(' ')} exited ${code}`)));
+  createInterface({ input: proc.stdout! }).on('line', (line) => {
+    lines.push(line);
+    if (line === 'READY') resolveReady();
+    else if (line.startsWith('{')) resolveResult(JSON.parse(line));
+    for (const l of listeners) l(line);
+  });
+  return {
+    ready,
+    lines,
+    onLine: (l) => listeners.push(l),
+    go: () => proc.stdin!.write('go\n'),
+    result,
+    kill: () => proc.kill('SIGKILL'),
+  };
+}
+
+async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T }> {
+  const start = process.hrtime.bigint();
+  const value = await work();
+  return { ms: Number(process.hrtime.bigint() - start) / 1e6, value };
+}
+
+/** (a) Business transactions per second, 4 concurrent clients, with and without an outbox event. */
+async function enqueue(db: Db) {
+  const r = await raw(db, 4);
+  await createTables(db, r, TABLE);
+  const loop = async (once: () => Promise<void>) => {
+    const deadline = Date.now() + SIZES.enqueueSeconds * 1000;
+    let count = 0;
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (Date.now() < deadline) {
+          await once();
+          count++;
+        }
+      }),
+    );
+    return count / SIZES.enqueueSeconds;
+  };
+  const rawBusiness = await loop(() => rawEnqueue(db, r, TABLE, false));
+  const rawOutbox = await loop(() => rawEnqueue(db, r, TABLE, true));
+  await r.close();
+
+  const app = await libraryApp(db, TABLE, { worker: { enabled: false } }, 4);
+  const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  const outbox = app.get(OutboxService);
+  const insert = `INSERT INTO ${q(db, `${TABLE}_orders`)} (${q(db, 'id')}, ${q(db, 'amount')}) VALUES (${db === 'postgres' ? '$1, $2' : '?, ?'})`;
+  const libOnce = (withOutbox: boolean) => () =>
+    tx.withTransaction(async () => {
+      const id = crypto.randomUUID();
+      await tx.tx.query(insert, [id, 42]);
+      if (withOutbox) await outbox.publish('bench.event', { orderId: id, amount: 42 });
+    });
+  const libBusiness = await loop(libOnce(false));
+  const libOutbox = await loop(libOnce(true));
+  await app.close();
+  return {
+    rawBusiness,
+    rawOutbox,
+    rawRatio: rawOutbox / rawBusiness,
+    libBusiness,
+    libOutbox,
+    libRatio: libOutbox / libBusiness,
+  };
+}
+
+/** (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. */
+async function drain(db: Db, impl: 'lib' | 'raw', workers: number, batch: number) {
+  const r = await raw(db, 2);
+  await createTables(db, r, TABLE);
+  await fill(db, r, TABLE, SIZES.drainEvents);
+  const children = Array.from({ length: workers }, () => child([`${impl}-drain`, db, TABLE, String(batch)]));
+  await Promise.all(children.map((c) => c.ready));
+  const { ms, value } = await timed(async () => {
+    for (const c of children) c.go();
+    return Promise.all(children.map((c) => c.result));
+  });
+  const delivered = value.reduce((sum, v) => sum + v.delivered, 0);
+  const [{ n }] = (
+    await r.query(
+      `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
+    )
+  ).rows;
+  await r.close();
+  const exactlyOnce = delivered === SIZES.drainEvents && Number(n) === SIZES.drainEvents;
+  if (!exactlyOnce) throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${SIZES.drainEvents}`);
+  return { eventsPerSecond: SIZES.drainEvents / (ms / 1000), exactlyOnce };
+}
+
+/** (c) Commit-to-handler latency with the handler in another application instance. */
+async function latency(db: Db) {
+  const r = await raw(db, 1);
+  await createTables(db, r, TABLE);
+  await r.close();
+  const listener = child(['lib-listen', db, TABLE]);
+  await listener.ready;
+  const received = new Map<string, number>();
+  listener.onLine((line) => {
+    const [tag, id, at] = line.split(' ');
+    if (tag === 'R') received.set(id, Number(at));
+  });
+  const app = await libraryApp(db, TABLE, { worker: { enabled: false } }, 2);
+  const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  const outbox = app.get(OutboxService);
+  const committed = new Map<string, number>();
+  const count = (SIZES.latencySeconds * 1000) / 20;
+  for (let i = 0; i < count; i++) {
+    const { id } = await tx.withTransaction(() => outbox.publish('bench.event', { i }));
+    committed.set(id, Date.now());
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const deadline = Date.now() + 15_000;
+  while (received.size < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  await app.close();
+  listener.go(); // asks it to stop
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  listener.kill();
+  const delays = [...committed].map(([id, at]) => (received.get(id) ?? NaN) - at).filter(Number.isFinite).sort((a, b) => a - b);
+  return { events: count, received: delays.length, p50: percentile(delays, 50), p95: percentile(delays, 95), p99: percentile(delays, 99) };
+}
+
+/** (d) RSS of a worker process before and after draining many events. */
+async function memory(db: Db) {
+  const r = await raw(db, 2);
+  await createTables(db, r, TABLE);
+  await fill(db, r, TABLE, SIZES.memoryEvents);
+  await r.close();
+  const worker = child(['lib-memory', db, TABLE, '500'], ['--expose-gc']);
+  await worker.ready;
+  worker.go();
+  const result = await worker.result;
+  return { events: result.delivered, rssBeforeMb: result.rssBefore / 2 ** 20, rssAfterMb: result.rssAfter / 2 ** 20, growthMb: (result.rssAfter - result.rssBefore) / 2 ** 20 };
+}
+
+/** (e) A claim of 500 with 10,000 pending, without and with a long delivered history. */
+async function claimCost(db: Db) {
+  const measure = async (history: number) => {
+    const r: Raw = await raw(db, 2);
+    await createTables(db, r, TABLE);
+    if (history) await fill(db, r, TABLE, history, 'delivered');
+    await fill(db, r, TABLE, SIZES.pending);
+    await r.close();
+    const app = await libraryApp(db, TABLE, { worker: { enabled: false } }, 2);
+    const store = app.get<OutboxStore>(OUTBOX_STORE);
+    const times: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      times.push((await timed(() => store.claim({ batchSize: 500, leaseMs: 60_000, maxAttempts: 10 }))).ms);
+    }
+    await app.close();
+    return times.sort((a, b) => a - b)[Math.floor(times.length / 2)];
+  };
+  const empty = await measure(0);
+  const full = await measure(SIZES.history);
+  return { emptyMs: empty, historyMs: full, ratio: full / empty };
+}
+
+async function main() {
+  const dbs = ONLY ?? DBS;
+  const results: Record<string, unknown> = {
+    machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
+    date: new Date().toISOString(),
+    sizes: SIZES,
+  };
+  for (const db of dbs) {
+    log(`— ${db}: enqueue`);
+    const e = await enqueue(db);
+    log(`— ${db}: drain`);
+    const d: Record<string, number> = {};
+    for (const workers of db === 'sqlite' ? [1] : [1, 4]) {
+      for (const batch of [50, 500]) {
+        for (const impl of ['raw', 'lib'] as const) {
+          d[`${impl}_${workers}w_b${batch}`] = (await drain(db, impl, workers, batch)).eventsPerSecond;
+          log(`   ${impl} ${workers}w b${batch}: ${Math.round(d[`${impl}_${workers}w_b${batch}`])}/s`);
+        }
+      }
+    }
+    log(`— ${db}: latency`);
+    const l = await latency(db);
+    log(`— ${db}: memory`);
+    const m = db === 'postgres' ? await memory(db) : undefined;
+    log(`— ${db}: claim cost`);
+    const c = db === 'sqlite' ? undefined : await claimCost(db);
+    const r = await raw(db, 1);
+    await dropTables(db, r, TABLE);
+    await r.close();
+    results[db] = { enqueue: e, drain: d, latency: l, memory: m, claimCost: c };
+  }
+  const md = report(results, dbs);
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  writeFileSync(join(ROOT, 'bench/results/latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(join(ROOT, 'bench/results/latest.md'), md);
+  process.stdout.write(md);
+}
+
+type R = {
+  enqueue: Awaited<ReturnType<typeof enqueue>>;
+  drain: Record<string, number>;
+  latency: Awaited<ReturnType<typeof latency>>;
+  memory?: Awaited<ReturnType<typeof memory>>;
+  claimCost?: Awaited<ReturnType<typeof claimCost>>;
+};
+
+function report(results: Record<string, unknown>, dbs: Db[]): string {
+  const f = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
+  const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+  const lines = [
+    `Machine: ${results.machine}. ${results.date}. Drain: ${f(SIZES.drainEvents)} events, no-op handler.`,
+    '',
+    '| database | measure | raw SQL | library | library / raw | target |',
+    '| --- | --- | ---: | ---: | ---: | --- |',
+  ];
+  for (const db of dbs) {
+    const r = results[db] as R;
+    const e = r.enqueue;
+    const enqueueOk = Math.abs(e.libRatio - e.rawRatio) <= 0.05;
+    lines.push(`| ${db} | enqueue, business only (tx/s, 4 clients) | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | ${f(e.libBusiness / e.rawBusiness, 2)} | |`);
+    lines.push(
+      `| ${db} | enqueue, business + event (tx/s) | ${f(e.rawOutbox)} | ${f(e.libOutbox)} | ${f(e.libOutbox / e.rawOutbox, 2)} | ` +
+        `with/without: raw ${f(e.rawRatio, 2)}, library ${f(e.libRatio, 2)}` +
+        (db === 'postgres' ? ` — ${verdict(enqueueOk)} (within 0.05)` : '') +
+        ' |',
+    );
+    for (const key of Object.keys(r.drain).filter((k) => k.startsWith('raw_'))) {
+      const config = key.slice(4);
+      const ratio = r.drain[`lib_${config}`] / r.drain[key];
+      const target = db === 'postgres' ? (config === '4w_b500' ? 0.7 : undefined) : config.endsWith('b500') && (db === 'sqlite' || config.startsWith('4w')) ? 0.6 : undefined;
+      lines.push(
+        `| ${db} | drain ${config.replace('w_b', ' worker(s), batch ')} (events/s) | ${f(r.drain[key])} | ${f(r.drain[`lib_${config}`])} | ${f(ratio, 2)} | ` +
+          (target ? `≥ ${target}: ${verdict(ratio >= target)}` : '') +
+          ' |',
+      );
+    }
+    const l = r.latency;
+    lines.push(
+      `| ${db} | commit → handler in another instance, p50 / p95 / p99 (ms) | | ${f(l.p50)} / ${f(l.p95)} / ${f(l.p99)} (${l.received}/${l.events}) | | ` +
+        (db === 'postgres' ? `p99 ≤ 10: ${verdict(l.p99 <= 10)}` : 'polling (1 s) only') +
+        ' |',
+    );
+    if (r.memory) {
+      lines.push(
+        `| ${db} | RSS draining ${f(r.memory.events)} events (MB) | | ${f(r.memory.rssBeforeMb)} → ${f(r.memory.rssAfterMb)} | | growth ≤ 50: ${verdict(r.memory.growthMb <= 50)} (${f(r.memory.growthMb, 1)}) |`,
+      );
+    }
+    if (r.claimCost) {
+      const c = r.claimCost;
+      lines.push(
+        `| ${db} | claim of 500, 10,000 pending: empty vs ${f(SIZES.history)} delivered kept (ms) | | ${f(c.emptyMs, 1)} vs ${f(c.historyMs, 1)} | ${f(c.ratio, 2)} | ≤ 2: ${verdict(c.ratio <= 2)} |`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+main().catch((error) => {
+  log(error?.stack ?? String(error));
+  process.exit(1);
+});
