@@ -1,7 +1,8 @@
 /**
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
- * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
+ * memory,claim the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
+const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? ['enqueue', 'drain', 'latency', 'memory', 'claim']);
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
   drainEvents: QUICK ? 5_000 : 50_000,
@@ -223,10 +225,10 @@ async function main() {
   };
   for (const db of dbs) {
     log(`— ${db}: enqueue`);
-    const e = await enqueue(db);
+    const e = SECTIONS.has('enqueue') ? await enqueue(db) : undefined;
     log(`— ${db}: drain`);
     const d: Record<string, number> = {};
-    for (const workers of db === 'sqlite' ? [1] : [1, 4]) {
+    for (const workers of !SECTIONS.has('drain') ? [] : db === 'sqlite' ? [1] : [1, 4]) {
       for (const batch of [50, 500]) {
         for (const impl of ['raw', 'lib'] as const) {
           d[`${impl}_${workers}w_b${batch}`] = (await drain(db, impl, workers, batch)).eventsPerSecond;
@@ -235,11 +237,11 @@ async function main() {
       }
     }
     log(`— ${db}: latency`);
-    const l = await latency(db);
+    const l = SECTIONS.has('latency') ? await latency(db) : undefined;
     log(`— ${db}: memory`);
-    const m = db === 'postgres' ? await memory(db) : undefined;
+    const m = db === 'postgres' && SECTIONS.has('memory') ? await memory(db) : undefined;
     log(`— ${db}: claim cost`);
-    const c = db === 'sqlite' ? undefined : await claimCost(db);
+    const c = db === 'sqlite' || !SECTIONS.has('claim') ? undefined : await claimCost(db);
     const r = await raw(db, 1);
     await dropTables(db, r, TABLE);
     await r.close();
@@ -253,9 +255,9 @@ async function main() {
 }
 
 type R = {
-  enqueue: Awaited<ReturnType<typeof enqueue>>;
+  enqueue?: Awaited<ReturnType<typeof enqueue>>;
   drain: Record<string, number>;
-  latency: Awaited<ReturnType<typeof latency>>;
+  latency?: Awaited<ReturnType<typeof latency>>;
   memory?: Awaited<ReturnType<typeof memory>>;
   claimCost?: Awaited<ReturnType<typeof claimCost>>;
 };
@@ -272,9 +274,9 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
   for (const db of dbs) {
     const r = results[db] as R;
     const e = r.enqueue;
-    const enqueueOk = Math.abs(e.libRatio - e.rawRatio) <= 0.05;
-    lines.push(`| ${db} | enqueue, business only (tx/s, 4 clients) | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | ${f(e.libBusiness / e.rawBusiness, 2)} | |`);
-    lines.push(
+    const enqueueOk = e ? Math.abs(e.libRatio - e.rawRatio) <= 0.05 : false;
+    if (e) lines.push(`| ${db} | enqueue, business only (tx/s, 4 clients) | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | ${f(e.libBusiness / e.rawBusiness, 2)} | |`);
+    if (e) lines.push(
       `| ${db} | enqueue, business + event (tx/s) | ${f(e.rawOutbox)} | ${f(e.libOutbox)} | ${f(e.libOutbox / e.rawOutbox, 2)} | ` +
         `with/without: raw ${f(e.rawRatio, 2)}, library ${f(e.libRatio, 2)}` +
         (db === 'postgres' ? ` — ${verdict(enqueueOk)} (within 0.05)` : '') +
@@ -291,7 +293,7 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
       );
     }
     const l = r.latency;
-    lines.push(
+    if (l) lines.push(
       `| ${db} | commit → handler in another instance, p50 / p95 / p99 (ms) | | ${f(l.p50)} / ${f(l.p95)} / ${f(l.p99)} (${l.received}/${l.events}) | | ` +
         (db === 'postgres' ? `p99 ≤ 10: ${verdict(l.p99 <= 10)}` : 'polling (1 s) only') +
         ' |',

@@ -48,6 +48,31 @@ const MAX_ERROR_LENGTH = 4000;
 /** Successes of a slow batch are acknowledged at least this often, not only when the batch ends. */
 const ACK_FLUSH_MS = 250;
 
+/**
+ * An AbortSignal made on first use: most handlers never read `message.signal`, and creating one per
+ * call was the largest cost of a fast drain.
+ */
+class LazyAbort {
+  private controller: AbortController | undefined;
+  private reason: unknown;
+  private aborted = false;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.controller?.abort(reason);
+  }
+}
+
 /** Collects the ids of a batch's successes for one acknowledgement statement. */
 class AckBuffer {
   private ids: string[] = [];
@@ -102,7 +127,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   private stopping = false;
   /** Set once shutdown has given up on in-flight work: from then on no SQL is issued. */
   private closed = false;
-  private readonly inFlight = new Map<string, { token: string; abort: AbortController }>();
+  private readonly inFlight = new Map<string, { token: string; abort: Set<LazyAbort> }>();
   /** A wake-up asked for while a run was busy: run again right after it. */
   private kicked = false;
   /** The worker's own async context, so a wake-up from a request never runs in that request's. */
@@ -160,7 +185,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       );
       await Promise.all(
         pending.map(async ([id, { token, abort }]) => {
-          abort.abort(new Error('the application is shutting down'));
+          for (const signal of abort) signal.abort(new Error('the application is shutting down'));
           await this.store.release(id, token, false).catch((error) => this.logStoreError('release', id, error));
         }),
       );
@@ -296,14 +321,14 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       return false;
     }
 
-    const abort = new AbortController();
+    const abort = new Set<LazyAbort>();
     this.inFlight.set(event.id, { token, abort });
     let outcomes: HandlerOutcome[];
     try {
       outcomes =
         handlers.length === 0
           ? [] // reported below as "no handler"
-          : await Promise.all(pending.map((handler, i) => this.runHandler(handler, event, abort.signal, i > 0)));
+          : await Promise.all(pending.map((handler, i) => this.runHandler(handler, event, abort, i > 0)));
     } finally {
       this.inFlight.delete(event.id);
     }
@@ -354,12 +379,13 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   private async runHandler(
     handler: DeliveryTarget,
     event: StoredEvent,
-    shutdown: AbortSignal,
+    running: Set<LazyAbort>,
     copyPayload: boolean,
   ): Promise<HandlerOutcome> {
-    const timeout = new AbortController();
-    const signal = AbortSignal.any([timeout.signal, shutdown]);
-    const message: OutboxMessage = {
+    // Aborted by the timeout below or by shutdown; built only if the handler reads `signal`.
+    const abort = new LazyAbort();
+    running.add(abort);
+    const message = {
       id: event.id,
       topic: event.topic,
       key: event.key,
@@ -368,13 +394,15 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       headers: { ...event.headers },
       attempt: event.attempts,
       createdAt: event.createdAt,
-      signal,
-    };
+      get signal() {
+        return abort.signal;
+      },
+    } satisfies OutboxMessage;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const error = new OutboxHandlerTimeoutError(handler.timeoutMs);
-        timeout.abort(error);
+        abort.abort(error);
         reject(error);
       }, handler.timeoutMs);
     });
@@ -385,6 +413,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       return { handler, error };
     } finally {
       clearTimeout(timer);
+      running.delete(abort);
     }
   }
 

@@ -92,6 +92,14 @@ export function insertParams(
   ];
 }
 
+/**
+ * The conflict clause, only when a row has a dedupe key: an insert with one takes PostgreSQL's
+ * slower speculative-insertion path, which plain events do not need (ids are new UUIDs).
+ */
+export function onDedupeConflict(rows: Array<{ event: ValidatedEvent }>, clause: string): string {
+  return rows.some((row) => row.event.dedupeKey !== null) ? clause : '';
+}
+
 /** Columns every dialect's insert writes, in its parameter order. */
 export const INSERT_COLUMNS = ['id', 'topic', 'key', 'dedupe_key', 'payload', 'headers', 'available_at'];
 

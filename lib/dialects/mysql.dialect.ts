@@ -6,6 +6,7 @@ import {
   INSERT_COLUMNS,
   insertParams,
   LEASE_EXPIRED_ON_LAST_ATTEMPT,
+  onDedupeConflict,
   requireVersion,
 } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
@@ -102,9 +103,9 @@ export class MysqlDialect implements OutboxDialect {
     return {
       sql:
         `INSERT INTO ${q(table)} (${[...INSERT_COLUMNS, 'completed_handlers', 'created_at'].map(q).join(', ')}) ` +
-        `VALUES ${values.join(', ')} ` +
+        `VALUES ${values.join(', ')}` +
         // A repeated dedupe key leaves the first row as it was; the store then compares contents.
-        'ON DUPLICATE KEY UPDATE `id` = `id`',
+        onDedupeConflict(rows, ' ON DUPLICATE KEY UPDATE `id` = `id`'),
       params,
     };
   }

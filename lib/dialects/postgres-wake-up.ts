@@ -12,9 +12,18 @@ interface PoolClient {
 interface Pool {
   connect(): Promise<PoolClient>;
   query(sql: string, params?: unknown[]): Promise<unknown>;
+  /** node-postgres keeps the client class and the connection settings of its pool. */
+  Client: new (options: unknown) => PoolClient & { connect(): Promise<void>; end(): Promise<void> };
+  options: unknown;
 }
 
 const RECONNECT_MS = [100, 250, 500, 1000, 2000, 5000];
+/**
+ * At most one NOTIFY per window per instance: the first commit after a quiet spell notifies at once,
+ * later ones in the window share one sent at its end. Bounds the cost under load to a few hundred
+ * tiny transactions a second, and the added delay to the window.
+ */
+const NOTIFY_WINDOW_MS = 10;
 
 /**
  * Cross-instance wake-up on PostgreSQL. Notifications are hints, never the delivery path: they are
@@ -22,16 +31,19 @@ const RECONNECT_MS = [100, 250, 500, 1000, 2000, 5000];
  * polls once it is back, since nothing is replayed.
  *
  * Cost: instead of a NOTIFY inside every publishing transaction (which serialises commits on the
- * notification queue), an instance sends at most one NOTIFY at a time after its commits; commits
- * made while one is in flight share the next.
+ * notification queue), an instance sends NOTIFY after its commits, at most one per window (see
+ * NOTIFY_WINDOW_MS), on a connection of its own rather than one of the application's pool.
  */
 export class PostgresWakeUp implements WakeUpChannel {
   private readonly sender = randomUUID();
   private readonly channel: string;
   private sending = false;
   private dirty = false;
+  private lastSent = 0;
+  private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private client: PoolClient | undefined;
+  private notifier: Promise<PoolClient & { end(): Promise<void> }> | undefined;
   private detach: (() => void) | undefined;
 
   constructor(
@@ -48,22 +60,48 @@ export class PostgresWakeUp implements WakeUpChannel {
 
   notify(): void {
     if (this.closed) return;
-    if (this.sending) {
-      this.dirty = true;
+    this.dirty = true;
+    if (this.sending || this.timer) return;
+    const wait = this.lastSent + NOTIFY_WINDOW_MS - Date.now();
+    if (wait > 0) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        void this.send();
+      }, wait);
+      this.timer.unref();
       return;
     }
+    void this.send();
+  }
+
+  /** Sends one NOTIFY for every commit since the last one; then, if more came meanwhile, schedules again. */
+  private async send(): Promise<void> {
+    if (this.closed || !this.dirty) return;
+    this.dirty = false;
     this.sending = true;
-    void (async () => {
-      do {
-        this.dirty = false;
-        try {
-          await this.pool().query('SELECT pg_notify($1, $2)', [this.channel, this.sender]);
-        } catch (error) {
-          this.onError(error); // the pollers still find the events
-        }
-      } while (this.dirty && !this.closed);
+    this.lastSent = Date.now();
+    try {
+      const connection = await (this.notifier ??= this.openNotifier());
+      await connection.query('SELECT pg_notify($1, $2)', [this.channel, this.sender]);
+    } catch (error) {
+      this.notifier = undefined; // reconnect on the next commit
+      this.onError(error); // the pollers still find the events
+    } finally {
       this.sending = false;
-    })();
+    }
+    if (this.dirty) this.notify();
+  }
+
+  private async openNotifier() {
+    const pool = this.pool();
+    const client = new pool.Client(pool.options);
+    client.on('error', () => (this.notifier = undefined));
+    await client.connect();
+    if (this.closed) {
+      await client.end();
+      throw new Error('the wake-up channel closed while connecting');
+    }
+    return client;
   }
 
   async listen(wake: () => void): Promise<void> {
@@ -112,6 +150,10 @@ export class PostgresWakeUp implements WakeUpChannel {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.timer);
+    const notifier = this.notifier;
+    this.notifier = undefined;
+    await notifier?.then((c) => c.end()).catch(() => undefined);
     const client = this.client;
     this.client = undefined;
     if (!client) return;
