@@ -72,18 +72,24 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
     if (statement.reader) return { rows: statement.all(...params) as Record<string, unknown>[], affected: 0 };
     return { rows: [], affected: statement.run(...params).changes };
   };
+  // One connection: concurrent clients take turns, as they do through the library's gate.
+  let turn: Promise<unknown> = Promise.resolve();
   return {
     query,
-    transaction: async (work) => {
-      d.exec('BEGIN IMMEDIATE');
-      try {
-        const result = await work(query);
-        d.exec('COMMIT');
-        return result;
-      } catch (error) {
-        d.exec('ROLLBACK');
-        throw error;
-      }
+    transaction: (work) => {
+      const run = turn.then(async () => {
+        d.exec('BEGIN IMMEDIATE');
+        try {
+          const result = await work(query);
+          d.exec('COMMIT');
+          return result;
+        } catch (error) {
+          d.exec('ROLLBACK');
+          throw error;
+        }
+      });
+      turn = run.catch(() => undefined);
+      return run;
     },
     close: async () => void d.close(),
   };

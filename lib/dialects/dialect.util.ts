@@ -43,7 +43,11 @@ export function indexNames(table: string) {
 }
 
 function parseJson(value: unknown): unknown {
-  return typeof value === 'string' ? JSON.parse(value) : value;
+  if (typeof value !== 'string') return value;
+  // The common empty values, without the parser: decoding is a large part of a fast drain.
+  if (value === '[]') return [];
+  if (value === '{}') return {};
+  return JSON.parse(value);
 }
 
 function toDate(value: unknown): Date {

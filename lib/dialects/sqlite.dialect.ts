@@ -100,26 +100,32 @@ export class SqliteDialect implements OutboxDialect {
     // One statement, so SQLite takes the write lock before it reads (like BEGIN IMMEDIATE). It starts
     // with WITH rather than UPDATE on purpose: TypeORM's sqlite3 runner executes statements that start
     // with "UPDATE " through run(), which drops the RETURNING rows.
+    // The clock is read once per statement (a CTE), not once per row.
+    const now = '(SELECT "now" FROM clock)';
     const { rows, affected } = await executor.run({
-      sql: `WITH picked AS (${this.claimSelection(table, a.batchSize).sql})
+      sql: `WITH clock AS (SELECT ${NOW} AS "now", ${NOW_PLUS} AS "lease_end"),
+        picked AS (
+          SELECT "id" FROM ${t} WHERE "status" = 'pending' AND "available_at" <= ${now}
+          ORDER BY "available_at", "id" LIMIT ?
+        )
         UPDATE ${t} SET
           "attempts" = CASE WHEN ${spent} THEN "attempts" ELSE "attempts" + 1 END,
           "claim_token" = CASE WHEN ${spent} THEN NULL ELSE ? END,
-          "available_at" = CASE WHEN ${spent} THEN "available_at" ELSE ${NOW_PLUS} END,
+          "available_at" = CASE WHEN ${spent} THEN "available_at" ELSE (SELECT "lease_end" FROM clock) END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
-          "processed_at" = CASE WHEN ${spent} THEN ${NOW} ELSE NULL END,
+          "processed_at" = CASE WHEN ${spent} THEN ${now} ELSE NULL END,
           "last_error" = CASE WHEN ${spent}
             THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'
             ELSE "last_error" END
-        WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${NOW}
+        WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}
         RETURNING *`,
       params: [
+        sqliteOffset(a.leaseMs),
         a.batchSize,
         a.maxAttempts,
         a.maxAttempts,
         a.token,
         a.maxAttempts,
-        sqliteOffset(a.leaseMs),
         a.maxAttempts,
         a.maxAttempts,
         a.maxAttempts,
