@@ -52,11 +52,19 @@ async function main() {
   out('READY');
   onGo(async () => {
     gc();
-    const before = process.memoryUsage().rss;
+    const before = process.memoryUsage();
     await app.get(OutboxWorker).drain();
     gc();
-    const after = process.memoryUsage().rss;
-    out(JSON.stringify({ delivered: sink.count, rssBefore: before, rssAfter: after }));
+    const after = process.memoryUsage();
+    out(
+      JSON.stringify({
+        delivered: sink.count,
+        rssBefore: before.rss,
+        rssAfter: after.rss,
+        heapBefore: before.heapUsed,
+        heapAfter: after.heapUsed,
+      }),
+    );
     await app.close();
   });
 }

@@ -191,7 +191,15 @@ async function memory(db: Db) {
   await worker.ready;
   worker.go();
   const result = await worker.result;
-  return { events: result.delivered, rssBeforeMb: result.rssBefore / 2 ** 20, rssAfterMb: result.rssAfter / 2 ** 20, growthMb: (result.rssAfter - result.rssBefore) / 2 ** 20 };
+  const mb = (bytes: number) => bytes / 2 ** 20;
+  return {
+    events: result.delivered,
+    rssBeforeMb: mb(result.rssBefore),
+    rssAfterMb: mb(result.rssAfter),
+    growthMb: mb(result.rssAfter - result.rssBefore),
+    heapBeforeMb: mb(result.heapBefore),
+    heapAfterMb: mb(result.heapAfter),
+  };
 }
 
 /** (e) A claim of 500 with 10,000 pending, without and with a long delivered history. */
@@ -300,7 +308,7 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
     );
     if (r.memory) {
       lines.push(
-        `| ${db} | RSS draining ${f(r.memory.events)} events (MB) | | ${f(r.memory.rssBeforeMb)} → ${f(r.memory.rssAfterMb)} | | growth ≤ 50: ${verdict(r.memory.growthMb <= 50)} (${f(r.memory.growthMb, 1)}) |`,
+        `| ${db} | RSS (heap used) draining ${f(r.memory.events)} events (MB) | | ${f(r.memory.rssBeforeMb)} → ${f(r.memory.rssAfterMb)} (${f(r.memory.heapBeforeMb)} → ${f(r.memory.heapAfterMb)}) | | growth ≤ 50: ${verdict(r.memory.growthMb <= 50)} (${f(r.memory.growthMb, 1)}) |`,
       );
     }
     if (r.claimCost) {
