@@ -1,6 +1,12 @@
 import { ClientsModule, Transport, type ClientProviderOptions } from '@nestjs/microservices';
 import { once } from 'node:events';
-import { ClientProxyTransport, OutboxModule, type ClientProxyTransportOptions, type OutboxClientProxy } from '../../lib';
+import {
+  ClientProxyTransport,
+  OutboxModule,
+  type ClientProxyTransportOptions,
+  type OutboxClientProxy,
+  type OutboxModuleOptions,
+} from '../../lib';
 import { backends, uniqueName } from '../fixtures/backends';
 import { BROKERS, waitForPort, type BrokerName } from '../fixtures/brokers';
 import { eventually } from '../fixtures/eventually';
@@ -153,6 +159,27 @@ const CASES: BrokerCase[] = [
   },
 ];
 
+/**
+ * A test app whose outbox forwards through a ClientProxy registered with ClientsModule (as 'BROKER'),
+ * on the first backend: transports do not depend on the database.
+ */
+async function brokerApp(
+  client: ClientProviderOptions,
+  outbox: (client: OutboxClientProxy) => Omit<OutboxModuleOptions, 'tableName'>,
+): Promise<TestApp> {
+  const table = uniqueName();
+  return createTestApp({
+    backend: backends()[0],
+    table,
+    outboxModule: OutboxModule.forRootAsync({
+      tableName: table,
+      imports: [ClientsModule.register([client])],
+      inject: ['BROKER'],
+      useFactory: (proxy: OutboxClientProxy) => ({ worker: { enabled: false }, ...outbox(proxy) }),
+    }),
+  });
+}
+
 const available = CASES.filter((c) => process.env[`OUTBOX_TEST_${c.broker.toUpperCase()}`] !== 'down');
 // Transports do not depend on the database: these run on the first backend only (and jest.config.js
 // runs this file in the TypeORM 0.3 project only). A broker that is down on a developer machine is
@@ -168,22 +195,11 @@ describeBrokers('forwarding to %s through its ClientProxy', (broker, spec) => {
   beforeEach(async () => {
     channel = uniqueName('outbox');
     consumer = await c.consumer(channel);
-    const table = uniqueName();
-    app = await createTestApp({
-      backend: backends()[0],
-      table,
-      outboxModule: OutboxModule.forRootAsync({
-        tableName: table,
-        imports: [ClientsModule.register([c.client(channel)])],
-        inject: ['BROKER'],
-        useFactory: (client: OutboxClientProxy) => ({
-          worker: { enabled: false },
-          transports: [new ClientProxyTransport('broker', client, { pattern: () => channel, ...c.options })],
-          routes: [{ topic: 'order.*', transport: 'broker', timeoutMs: 1500 }],
-          retry: { maxAttempts: 50, initialDelayMs: 2000, maxDelayMs: 2000 },
-        }),
-      }),
-    });
+    app = await brokerApp(c.client(channel), (client) => ({
+      transports: [new ClientProxyTransport('broker', client, { pattern: () => channel, ...c.options })],
+      routes: [{ topic: 'order.*', transport: 'broker', timeoutMs: 1500 }],
+      retry: { maxAttempts: 50, initialDelayMs: 2000, maxDelayMs: 2000 },
+    }));
   });
   afterEach(async () => {
     await app.dispose();
@@ -257,23 +273,15 @@ const natsUp = process.env.OUTBOX_TEST_NATS !== 'down';
     jsm = await connection.jetstreamManager();
     stream = uniqueName('STREAM').toUpperCase();
     await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
-    const table = uniqueName();
-    app = await createTestApp({
-      backend: backends()[0],
-      table,
-      outboxModule: OutboxModule.forRootAsync({
-        tableName: table,
-        imports: [ClientsModule.register([{ name: 'BROKER', transport: Transport.NATS, options: { servers: ['nats://127.0.0.1:4222'] } }])],
-        inject: ['BROKER'],
-        useFactory: (client: OutboxClientProxy) => ({
-          worker: { enabled: false },
-          transports: [
-            new ClientProxyTransport('js', client, { jetstream: { timeoutMs: 2000 }, pattern: (m) => `${stream}.${m.topic}` }),
-          ],
-          routes: [{ topic: '#', transport: 'js' }],
-        }),
+    app = await brokerApp(
+      { name: 'BROKER', transport: Transport.NATS, options: { servers: ['nats://127.0.0.1:4222'] } },
+      (client) => ({
+        transports: [
+          new ClientProxyTransport('js', client, { jetstream: { timeoutMs: 2000 }, pattern: (m) => `${stream}.${m.topic}` }),
+        ],
+        routes: [{ topic: '#', transport: 'js' }],
       }),
-    });
+    );
   });
   afterEach(async () => {
     await app.dispose();
@@ -321,22 +329,11 @@ const redisUp = process.env.OUTBOX_TEST_REDIS !== 'down';
   afterEach(() => app.dispose());
 
   it('records the broker saying no one received it, and retries', async () => {
-    const table = uniqueName();
-    app = await createTestApp({
-      backend: backends()[0],
-      table,
-      outboxModule: OutboxModule.forRootAsync({
-        tableName: table,
-        imports: [ClientsModule.register([CASES.find((c) => c.broker === 'redis')!.client('unused')])],
-        inject: ['BROKER'],
-        useFactory: (client: OutboxClientProxy) => ({
-          worker: { enabled: false },
-          transports: [new ClientProxyTransport('redis', client, { pattern: () => uniqueName('nobody') })],
-          routes: [{ topic: '#', transport: 'redis' }],
-          retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 },
-        }),
-      }),
-    });
+    app = await brokerApp(CASES.find((c) => c.broker === 'redis')!.client('unused'), (client) => ({
+      transports: [new ClientProxyTransport('redis', client, { pattern: () => uniqueName('nobody') })],
+      routes: [{ topic: '#', transport: 'redis' }],
+      retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 },
+    }));
     const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', {}));
     expect(await app.worker.drain()).toMatchObject({ delivered: 0, failed: 1 });
     const [row] = await outboxRows(app);
