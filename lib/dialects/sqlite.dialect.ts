@@ -81,10 +81,10 @@ export class SqliteDialect implements OutboxDialect {
     };
   }
 
-  claimSelection(table: string, batchSize: number): Statement {
+  claimSelection(table: string, batchSize: number, now: string = NOW): Statement {
     return {
       sql:
-        `SELECT "id" FROM ${quoteIdent(table)} WHERE "status" = 'pending' AND "available_at" <= ${NOW} ` +
+        `SELECT "id" FROM ${quoteIdent(table)} WHERE "status" = 'pending' AND "available_at" <= ${now} ` +
         `ORDER BY "available_at", "id" LIMIT ?`,
       params: [batchSize],
     };
@@ -104,10 +104,7 @@ export class SqliteDialect implements OutboxDialect {
     const now = '(SELECT "now" FROM clock)';
     const { rows, affected } = await executor.run({
       sql: `WITH clock AS (SELECT ${NOW} AS "now", ${NOW_PLUS} AS "lease_end"),
-        picked AS (
-          SELECT "id" FROM ${t} WHERE "status" = 'pending' AND "available_at" <= ${now}
-          ORDER BY "available_at", "id" LIMIT ?
-        )
+        picked AS (${this.claimSelection(table, a.batchSize, now).sql})
         UPDATE ${t} SET
           "attempts" = CASE WHEN ${spent} THEN "attempts" ELSE "attempts" + 1 END,
           "claim_token" = CASE WHEN ${spent} THEN NULL ELSE ? END,
