@@ -235,7 +235,13 @@ export class OutboxStore {
   }
 
   async release(id: string, token: string, uncount: boolean): Promise<boolean> {
-    return (await this.executor.run(this.dialect.release(this.table, id, token, uncount))).affected === 1;
+    return (await this.releaseMany([id], token, uncount)) === 1;
+  }
+
+  /** Gives claimed events back in one statement; returns how many `token` still held. */
+  async releaseMany(ids: string[], token: string, uncount: boolean): Promise<number> {
+    if (ids.length === 0) return 0;
+    return (await this.executor.run(this.dialect.release(this.table, ids, token, uncount))).affected;
   }
 
   async counts(): Promise<OutboxCounts> {

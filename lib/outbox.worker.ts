@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from './errors/outbox.errors';
 import type { StoredEvent } from './dialects/outbox-dialect.interface';
+import { previousAttemptExpired } from './dialects/dialect.util';
 import type { OutboxMessage } from './interfaces/outbox-message.interface';
 import { OutboxExplorer, type DeliveryTarget } from './outbox.explorer';
 import type { ResolvedOutboxOptions } from './outbox.options';
@@ -255,18 +256,67 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         total.deadLettered++;
         this.logger.error(`Dead-lettered outbox event ${event.id} (${event.topic}): ${event.lastError}`);
       }
-      await this.processBatch(claim.events, claim.token, claimedAt, total);
-      if (done(claim.events.length + claim.deadLettered.length)) break;
+      const gaveBack = await this.processBatch(claim.events, claim.token, claimedAt, total);
+      // Events given back for isolation are due at once: claim again rather than wait for a poll.
+      if (gaveBack === 0 && done(claim.events.length + claim.deadLettered.length)) break;
     }
     return total;
   }
 
+  /**
+   * Runs a claimed batch; returns how many events it gave back unstarted for a later claim.
+   *
+   * An event whose previous attempt's lease expired may be the one that stopped that worker (a
+   * handler that ends the process every time). Run among others, it would take their attempts down
+   * with it, again and again, until they too were dead-lettered. So it runs alone, after the rest of
+   * the batch is acknowledged, and at most one per claim: the others like it go back at once,
+   * uncounted, to be claimed again.
+   */
   private async processBatch(
     events: StoredEvent[],
     token: string,
     claimedAt: number,
     total: OutboxDrainResult,
+  ): Promise<number> {
+    const suspects = events.filter(previousAttemptExpired);
+    if (suspects.length === 0) {
+      await this.runConcurrently(events, token, claimedAt, total);
+      return 0;
+    }
+    const [alone, ...later] = suspects;
+    let gaveBack = 0;
+    if (later.length > 0) {
+      gaveBack = await this.releaseUnstarted(later, token, total);
+    }
+    await this.runConcurrently(events.filter((e) => !suspects.includes(e)), token, claimedAt, total);
+    this.logger.log(
+      `Outbox event ${alone.id} (${alone.topic}): attempt ${alone.attempts - 1} did not finish before its lease ` +
+        `expired; running attempt ${alone.attempts} alone`,
+    );
+    await this.runConcurrently([alone], token, claimedAt, total);
+    return gaveBack;
+  }
+
+  private async releaseUnstarted(events: StoredEvent[], token: string, total: OutboxDrainResult): Promise<number> {
+    const ids = events.map((e) => e.id);
+    try {
+      const released = await this.store.releaseMany(ids, token, true);
+      total.released += released;
+      total.lostLeases += ids.length - released;
+      return released;
+    } catch (error) {
+      this.logStoreError('release', ids.join(', '), error);
+      return 0;
+    }
+  }
+
+  private async runConcurrently(
+    events: StoredEvent[],
+    token: string,
+    claimedAt: number,
+    total: OutboxDrainResult,
   ): Promise<void> {
+    if (events.length === 0) return;
     const acks = new AckBuffer((ids) => this.acknowledge(ids, token, total));
     let next = 0;
     const lanes = Array.from({ length: Math.min(this.options.worker.concurrency, events.length) }, async () => {

@@ -107,5 +107,21 @@ export function onDedupeConflict(rows: Array<{ event: ValidatedEvent }>, clause:
 /** Columns every dialect's insert writes, in its parameter order. */
 export const INSERT_COLUMNS = ['id', 'topic', 'key', 'dedupe_key', 'payload', 'headers', 'available_at'];
 
-export const LEASE_EXPIRED_ON_LAST_ATTEMPT =
+/**
+ * Written to `last_error` by the claim that finds an attempt's lease expired ("attempt 2 of 5 …"): the
+ * worker stopped, crashed or stalled mid-attempt. The worker reads it back (see `previousAttemptExpired`).
+ */
+export const LEASE_EXPIRED =
   'did not finish before its lease expired (the worker stopped, crashed or was too slow)';
+
+const EXPIRED_ATTEMPT = new RegExp(`^attempt (\\d+) of \\d+ ${LEASE_EXPIRED.replace(/[()]/g, '\\$&')}$`);
+
+/**
+ * Whether the attempt before this one ended with its lease expired rather than with a recorded outcome:
+ * the claim that took the event back wrote so in `last_error`. Such an event may be what stopped the
+ * last worker that ran it.
+ */
+export function previousAttemptExpired(event: StoredEvent): boolean {
+  const match = event.lastError === null ? null : EXPIRED_ATTEMPT.exec(event.lastError);
+  return match !== null && Number(match[1]) === event.attempts - 1;
+}

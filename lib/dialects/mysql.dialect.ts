@@ -5,7 +5,7 @@ import {
   indexNames,
   INSERT_COLUMNS,
   insertParams,
-  LEASE_EXPIRED_ON_LAST_ATTEMPT,
+  LEASE_EXPIRED,
   onDedupeConflict,
   requireVersion,
 } from './dialect.util';
@@ -139,25 +139,26 @@ export class MysqlDialect implements OutboxDialect {
       const ids = picked.map((row) => String(row.id));
       const list = ids.map(() => '?').join(', ');
       const spent = '`attempts` >= ?';
-      // MySQL evaluates SET assignments left to right, each seeing the ones before: `attempts` goes
-      // last so every other assignment reads the value the row had before this claim.
+      // MySQL evaluates SET assignments left to right, each seeing the ones before: `last_error`
+      // (which reads the old claim token) goes first and `attempts` last, so every assignment reads
+      // the values the row had before this claim.
       await run({
         sql: `UPDATE ${q(table)} SET
+            \`last_error\` = IF(${spent} OR \`claim_token\` IS NOT NULL,
+              CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${LEASE_EXPIRED}'), \`last_error\`),
             \`claim_token\` = IF(${spent}, NULL, ?),
             \`available_at\` = IF(${spent}, \`available_at\`, ${NOW_PLUS}),
             \`status\` = IF(${spent}, 'dead', 'pending'),
             \`processed_at\` = IF(${spent}, ${NOW}, NULL),
-            \`last_error\` = IF(${spent},
-              CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'), \`last_error\`),
             \`attempts\` = IF(${spent}, \`attempts\`, \`attempts\` + 1)
           WHERE \`id\` IN (${list}) AND \`status\` = 'pending' AND \`available_at\` <= ${NOW}`,
         params: [
           a.maxAttempts,
+          a.maxAttempts,
+          a.maxAttempts,
           a.token,
           a.maxAttempts,
           a.leaseMs * 1000,
-          a.maxAttempts,
-          a.maxAttempts,
           a.maxAttempts,
           a.maxAttempts,
           a.maxAttempts,
@@ -196,12 +197,12 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  release(table: string, id: string, token: string, uncount: boolean): Statement {
+  release(table: string, ids: string[], token: string, uncount: boolean): Statement {
     return {
       sql:
         `UPDATE ${q(table)} SET \`claim_token\` = NULL, \`available_at\` = ${NOW}, ` +
-        `\`attempts\` = \`attempts\` - ? WHERE \`id\` = ? AND ${LIVE_LEASE}`,
-      params: [uncount ? 1 : 0, id, token],
+        `\`attempts\` = \`attempts\` - ? WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+      params: [uncount ? 1 : 0, ...ids, token],
     };
   }
 

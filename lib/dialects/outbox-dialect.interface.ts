@@ -82,8 +82,8 @@ export interface OutboxDialect {
   /** Marks delivered, in one statement, those of `ids` that `token` still holds with a live lease. */
   acknowledge(table: string, ids: string[], token: string): Statement;
   fail(table: string, id: string, token: string, update: FailureUpdate): Statement;
-  /** Gives a claimed row back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
-  release(table: string, id: string, token: string, uncount: boolean): Statement;
+  /** Gives claimed rows back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
+  release(table: string, ids: string[], token: string, uncount: boolean): Statement;
   counts(table: string): Statement;
 
   decode(row: Record<string, unknown>): StoredEvent;

@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, quoteIdent } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
@@ -109,8 +109,8 @@ export class PostgresDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN o."available_at" ELSE now() + $3::bigint * interval '1 millisecond' END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN now() ELSE NULL END,
-          "last_error" = CASE WHEN ${spent}
-            THEN 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'
+          "last_error" = CASE WHEN ${spent} OR o."claim_token" IS NOT NULL
+            THEN 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${LEASE_EXPIRED}'
             ELSE o."last_error" END
         FROM picked
         WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()
@@ -141,12 +141,12 @@ export class PostgresDialect implements OutboxDialect {
     };
   }
 
-  release(table: string, id: string, token: string, uncount: boolean) {
+  release(table: string, ids: string[], token: string, uncount: boolean) {
     return {
       sql:
         `UPDATE ${quoteIdent(table)} SET "claim_token" = NULL, "available_at" = now(), ` +
-        `"attempts" = "attempts" - $3::int WHERE "id" = $1 AND ${LIVE_LEASE}`,
-      params: [id, token, uncount ? 1 : 0],
+        `"attempts" = "attempts" - $3::int WHERE "id" = ANY($1::uuid[]) AND ${LIVE_LEASE}`,
+      params: [ids, token, uncount ? 1 : 0],
     };
   }
 

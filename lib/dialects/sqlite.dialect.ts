@@ -1,6 +1,6 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED_ON_LAST_ATTEMPT, quoteIdent } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, quoteIdent } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 
 /** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
@@ -111,8 +111,8 @@ export class SqliteDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN "available_at" ELSE (SELECT "lease_end" FROM clock) END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN ${now} ELSE NULL END,
-          "last_error" = CASE WHEN ${spent}
-            THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${LEASE_EXPIRED_ON_LAST_ATTEMPT}'
+          "last_error" = CASE WHEN ${spent} OR "claim_token" IS NOT NULL
+            THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${LEASE_EXPIRED}'
             ELSE "last_error" END
         WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}
         RETURNING *`,
@@ -162,12 +162,12 @@ export class SqliteDialect implements OutboxDialect {
     };
   }
 
-  release(table: string, id: string, token: string, uncount: boolean) {
+  release(table: string, ids: string[], token: string, uncount: boolean) {
     return {
       sql:
         `UPDATE ${quoteIdent(table)} SET "claim_token" = NULL, "available_at" = ${NOW}, ` +
-        `"attempts" = "attempts" - ? WHERE "id" = ? AND ${LIVE_LEASE}`,
-      params: [uncount ? 1 : 0, id, token],
+        `"attempts" = "attempts" - ? WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+      params: [uncount ? 1 : 0, ...ids, token],
     };
   }
 
