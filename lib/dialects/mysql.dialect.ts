@@ -13,6 +13,15 @@ import type { ValidatedEvent } from '../outbox.validation';
 
 const NOW = 'UTC_TIMESTAMP(6)';
 const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
+/**
+ * The table for a fenced write by id. Left to itself the optimizer may read those rows through the
+ * claim index (the lease condition matches it), and under REPEATABLE READ — the session default these
+ * single statements run in — that range scan takes next-key locks on pending rows it does not change,
+ * including producers' uncommitted inserts: a deadlock with the application's own transaction (seen in
+ * the fault suite's starved-pool scenario). By primary key it locks exactly the rows it changes.
+ */
+const byId = (table: string) => `${q(table)} FORCE INDEX (PRIMARY)`;
+
 const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`available_at\` > ${NOW}`;
 /** Times leave the server as UTC ISO-8601 text, so neither mysql2's `timezone` nor the session's matters. */
 const utc = (column: string) => `DATE_FORMAT(\`${column}\`, '%Y-%m-%dT%H:%i:%s.%fZ') AS \`${column}\``;
@@ -178,7 +187,7 @@ export class MysqlDialect implements OutboxDialect {
   acknowledge(table: string, ids: string[], token: string): Statement {
     return {
       sql:
-        `UPDATE ${q(table)} SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = ${NOW} ` +
+        `UPDATE ${byId(table)} SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = ${NOW} ` +
         `WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
       params: [...ids, token],
     };
@@ -188,7 +197,7 @@ export class MysqlDialect implements OutboxDialect {
     const dead = u.deadLetter ? 1 : 0;
     return {
       sql:
-        `UPDATE ${q(table)} SET ` +
+        `UPDATE ${byId(table)} SET ` +
         `\`available_at\` = IF(?, \`available_at\`, ${NOW_PLUS}), ` +
         `\`status\` = IF(?, 'dead', 'pending'), \`claim_token\` = NULL, ` +
         `\`processed_at\` = IF(?, ${NOW}, NULL), ` +
@@ -200,7 +209,7 @@ export class MysqlDialect implements OutboxDialect {
   release(table: string, ids: string[], token: string, uncount: boolean): Statement {
     return {
       sql:
-        `UPDATE ${q(table)} SET \`claim_token\` = NULL, \`available_at\` = ${NOW}, ` +
+        `UPDATE ${byId(table)} SET \`claim_token\` = NULL, \`available_at\` = ${NOW}, ` +
         `\`attempts\` = \`attempts\` - ? WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
       params: [uncount ? 1 : 0, ...ids, token],
     };

@@ -104,6 +104,50 @@ mariadb('MariaDB specifics', () => {
     });
   });
 
+  it('fenced writes by id lock no row they do not change: a producer holding an uncommitted delayed event blocks none of them (REPEATABLE READ)', async () => {
+    app = await createTestApp({ backend: 'mariadb' });
+    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    const ids = (
+      await app.txHost.withTransaction(() =>
+        app.outbox.publishMany(Array.from({ length: 12 }, (_, n) => ({ topic: 'tz.check', payload: { n } }))),
+      )
+    ).map((r) => r.id);
+    const { token } = await store.claim({ batchSize: 12, leaseMs: 60_000, maxAttempts: 5 });
+
+    // The application's transaction, at the server's default isolation, has inserted an event due in
+    // a minute — inside the range the lease condition covers — and has not committed yet.
+    const producer = await rawDb('mariadb');
+    try {
+      await producer.query('START TRANSACTION');
+      await producer.query(
+        `INSERT INTO "${app.table}" ("id", "topic", "payload", "headers", "available_at", "completed_handlers", "created_at")
+         VALUES (UUID(), 'tz.check', '{}', '{}', UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE, '[]', UTC_TIMESTAMP(6))`,
+      );
+      const failure = { error: 'x', completedHandlers: [], deadLetter: false, retryDelayMs: 0 };
+      const writes = [
+        () => store.acknowledge(ids.slice(0, 10), token),
+        () => store.fail(ids[10], token, failure),
+        () => store.release(ids[11], token, true),
+      ];
+      for (const write of writes) {
+        let settled = false;
+        const done = write().finally(() => (settled = true));
+        // Through the claim index, the write stalled here until the producer ended (it shows as
+        // "Updating", not as a lock wait); by primary key it finishes at once.
+        await eventually(() => settled, 10_000, 'the write to finish while the producer transaction is open');
+        await done;
+      }
+      expect((await outboxRows(app)).filter((r) => ids.includes(String(r.id))).map((r) => r.status).sort()).toEqual([
+        ...Array(10).fill('delivered'),
+        'pending',
+        'pending',
+      ]);
+    } finally {
+      await producer.query('ROLLBACK');
+      await producer.close();
+    }
+  });
+
   it('retries an acknowledgement that hit a lock wait timeout (1205) instead of failing it', async () => {
     const [{ wait }] = await admin.query<{ wait: number }>('SELECT @@GLOBAL.innodb_lock_wait_timeout AS wait');
     await admin.query('SET GLOBAL innodb_lock_wait_timeout = 1');
