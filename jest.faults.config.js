@@ -6,7 +6,8 @@
 /** @type {import('jest').Config} */
 module.exports = {
   rootDir: '.',
-  globalSetup: '<rootDir>/test/fixtures/global-setup.ts',
+  globalSetup: '<rootDir>/test/faults/fixtures/report-setup.ts',
+  globalTeardown: '<rootDir>/test/faults/fixtures/report-teardown.ts',
   testEnvironment: 'node',
   testEnvironmentOptions: { globalsCleanup: 'off' },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },

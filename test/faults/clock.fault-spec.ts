@@ -3,7 +3,8 @@ import { eventually } from '../fixtures/eventually';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 import { FAULT_TOPIC, type FaultWorkerConfig } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, epochMs, printReport, record, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, createAttemptLog, epochMs, statusCounts, WorkerFleet } from './fixtures/harness';
+import { record } from './fixtures/report';
 
 const EVENTS = 400;
 const DELAY_MS = 3000;
@@ -16,7 +17,6 @@ afterEach(async () => {
   await app?.dispose();
   fleet = app = undefined;
 });
-afterAll(() => printReport('Fault suite: clock skew'));
 
 describe.each(faultBackends())('clock skew on %s', (backend: BackendName) => {
   it('workers whose clocks run 10 minutes ahead and behind: no early delivery, no stolen lease', async () => {

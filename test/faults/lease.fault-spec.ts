@@ -3,7 +3,8 @@ import { eventually } from '../fixtures/eventually';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 import type { FaultWorkerConfig } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, printReport, publishEvents, record, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, createAttemptLog, publishEvents, statusCounts, WorkerFleet } from './fixtures/harness';
+import { record } from './fixtures/report';
 
 let app: TestApp | undefined;
 let fleet: WorkerFleet | undefined;
@@ -12,7 +13,6 @@ afterEach(async () => {
   await app?.dispose();
   fleet = app = undefined;
 });
-afterAll(() => printReport('Fault suite: lease expiry'));
 
 describe.each(faultBackends())('lease expiry while a handler still runs, on %s', (backend: BackendName) => {
   it('a stalled worker (SIGSTOP) loses its lease: the second claim runs the event again, the first one’s late write is rejected and logged', async () => {

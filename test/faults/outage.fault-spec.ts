@@ -6,13 +6,12 @@ import {
   auditOutbox,
   createAttemptLog,
   dropTables,
-  printReport,
   publishEvents,
-  record,
   restartServer,
   statusCounts,
   WorkerFleet,
 } from './fixtures/harness';
+import { record } from './fixtures/report';
 
 const EVENTS = 3000;
 const DOWN_MS = 3000;
@@ -23,7 +22,6 @@ afterEach(async () => {
   await fleet?.stop();
   fleet = undefined;
 });
-afterAll(() => printReport('Fault suite: database restart'));
 
 // SQLite has no server to restart: an embedded database goes down only with its process, which the
 // SIGKILL scenario covers.

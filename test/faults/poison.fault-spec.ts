@@ -3,7 +3,8 @@ import { eventually } from '../fixtures/eventually';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 import type { FaultWorkerConfig } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, printReport, publishEvents, record, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, createAttemptLog, publishEvents, statusCounts, WorkerFleet } from './fixtures/harness';
+import { record } from './fixtures/report';
 
 const EVENTS = 600;
 const MAX_ATTEMPTS = 3;
@@ -15,7 +16,6 @@ afterEach(async () => {
   await app?.dispose();
   fleet = app = undefined;
 });
-afterAll(() => printReport('Fault suite: poison message'));
 
 describe.each(faultBackends())('poison message on %s', (backend: BackendName) => {
   it('a handler that ends the process on one message every time: that message is dead-lettered after maxAttempts, every other delivered', async () => {

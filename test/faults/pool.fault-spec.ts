@@ -3,7 +3,8 @@ import { eventually } from '../fixtures/eventually';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 import type { FaultWorkerConfig } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, printReport, record, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, createAttemptLog, statusCounts, WorkerFleet } from './fixtures/harness';
+import { record } from './fixtures/report';
 
 const EVENTS = 1000;
 
@@ -14,7 +15,6 @@ afterEach(async () => {
   await app?.dispose();
   fleet = app = undefined;
 });
-afterAll(() => printReport('Fault suite: starved pool'));
 
 describe.each(faultBackends())('starved connection pool on %s', (backend: BackendName) => {
   it('pool of 2, handler concurrency 10, the application publishing on the same pool: progress, no deadlock', async () => {

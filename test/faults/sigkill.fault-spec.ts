@@ -6,12 +6,11 @@ import { KILL_POINTS, type FaultWorkerConfig } from './fixtures/fault-config';
 import {
   auditOutbox,
   createAttemptLog,
-  printReport,
   publishEvents,
-  record,
   statusCounts,
   WorkerFleet,
 } from './fixtures/harness';
+import { record } from './fixtures/report';
 
 const EVENTS = Number(process.env.OUTBOX_FAULT_EVENTS ?? 5000);
 const MIN_KILLS = Number(process.env.OUTBOX_FAULT_KILLS ?? 20);
@@ -25,7 +24,6 @@ afterEach(async () => {
   await app?.dispose();
   fleet = app = undefined;
 });
-afterAll(() => printReport('Fault suite: SIGKILL'));
 
 describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
   it(`3 workers drain ${EVENTS} events while killed at least ${MIN_KILLS} times, at every kill point: nothing lost, every duplicate explained`, async () => {
