@@ -52,7 +52,11 @@ export class PostgresWakeUp implements WakeUpChannel {
     private readonly onError: (error: unknown) => void,
   ) {
     this.channel = `outbox_${table}`;
+    // The table name is an identifier (validated) and the sender a UUID: nothing here needs escaping.
+    this.notifySql = `NOTIFY "${this.channel}", '${this.sender}'`;
   }
+
+  private readonly notifySql: string;
 
   private pool(): Pool {
     return (this.dataSource.driver as unknown as { master: Pool }).master;
@@ -82,7 +86,8 @@ export class PostgresWakeUp implements WakeUpChannel {
     this.lastSent = Date.now();
     try {
       const connection = await (this.notifier ??= this.openNotifier());
-      await connection.query('SELECT pg_notify($1, $2)', [this.channel, this.sender]);
+      // A simple-protocol statement with no parameters: one message, nothing to parse or bind.
+      await connection.query(this.notifySql);
     } catch (error) {
       this.notifier = undefined; // reconnect on the next commit
       this.onError(error); // the pollers still find the events
