@@ -3,7 +3,8 @@
  *  lib-drain  <db> <table> <batch>   a Nest app with the outbox; on "go" drains, prints {"delivered":n}
  *  raw-drain  <db> <table> <batch>   the hand-written drain loop with the bare driver, same protocol
  *  lib-listen <db> <table>           a Nest app whose worker polls (default interval); prints "R <id> <ms>" per event
- *  lib-memory <db> <table>           drains like lib-drain, printing RSS before and after (run with --expose-gc)
+ *  lib-memory <db> <table> <batch> <total>  drains like lib-drain, printing RSS before, at each quarter, and after (run with --expose-gc)
+ *  raw-memory <db> <table> <batch> <total>  the same with the hand-written drain loop: the baseline of what Node and the driver take
  */
 import { createInterface } from 'node:readline';
 import { OutboxWorker } from '../lib';
@@ -27,7 +28,43 @@ function onGo(run: () => Promise<void>) {
   });
 }
 
+/** RSS after a full GC at each quarter of `total` deliveries: a plateau is a working set, a slope a leak. */
+function memoryProbe(total: number) {
+  gc();
+  const before = process.memoryUsage();
+  const quarters: number[] = [];
+  return {
+    delivered(count: number) {
+      if (count % Math.ceil(total / 4) === 0 && quarters.length < 4) quarters.push(process.memoryUsage().rss);
+    },
+    report(delivered: number) {
+      gc();
+      const after = process.memoryUsage();
+      return {
+        delivered,
+        rssBefore: before.rss,
+        rssQuarters: quarters,
+        rssAfter: after.rss,
+        heapBefore: before.heapUsed,
+        heapAfter: after.heapUsed,
+        heapTotalAfter: after.heapTotal,
+      };
+    },
+  };
+}
+
 async function main() {
+  if (mode === 'raw-memory') {
+    const r = await raw(db, 4);
+    out('READY');
+    onGo(async () => {
+      const probe = memoryProbe(Number(process.argv[6]));
+      const delivered = await rawDrain(db, r, table, batch, (count) => probe.delivered(count));
+      out(JSON.stringify(probe.report(delivered)));
+      await r.close();
+    });
+    return;
+  }
   if (mode === 'raw-drain') {
     const r = await raw(db, 1);
     out('READY');
@@ -51,20 +88,10 @@ async function main() {
   }
   out('READY');
   onGo(async () => {
-    gc();
-    const before = process.memoryUsage();
+    const probe = memoryProbe(Number(process.argv[6]));
+    sink.onReceive = () => probe.delivered(sink.count);
     await app.get(OutboxWorker).drain();
-    gc();
-    const after = process.memoryUsage();
-    out(
-      JSON.stringify({
-        delivered: sink.count,
-        rssBefore: before.rss,
-        rssAfter: after.rss,
-        heapBefore: before.heapUsed,
-        heapAfter: after.heapUsed,
-      }),
-    );
+    out(JSON.stringify(probe.report(sink.count)));
     await app.close();
   });
 }

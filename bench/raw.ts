@@ -175,7 +175,13 @@ export async function rawEnqueue(db: Db, r: Raw, table: string, outbox: boolean)
 }
 
 /** The raw baseline's drain: claim a batch (SKIP LOCKED where there is one), acknowledge it in one statement. */
-export async function rawDrain(db: Db, r: Raw, table: string, batch: number): Promise<number> {
+export async function rawDrain(
+  db: Db,
+  r: Raw,
+  table: string,
+  batch: number,
+  onDelivered?: (count: number) => void,
+): Promise<number> {
   let delivered = 0;
   for (;;) {
     const token = randomUUID();
@@ -237,5 +243,6 @@ export async function rawDrain(db: Db, r: Raw, table: string, batch: number): Pr
     }
     if (ids.length === 0) return delivered;
     delivered += ids.length;
+    onDelivered?.(delivered);
   }
 }
