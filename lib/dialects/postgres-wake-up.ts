@@ -32,7 +32,8 @@ const NOTIFY_WINDOW_MS = 10;
  *
  * Cost: instead of a NOTIFY inside every publishing transaction (which serialises commits on the
  * notification queue), an instance sends NOTIFY after its commits, at most one per window (see
- * NOTIFY_WINDOW_MS), on a connection of its own rather than one of the application's pool.
+ * NOTIFY_WINDOW_MS), on a connection of its own rather than one of the application's pool, whose
+ * commits do not wait for the WAL to reach the disk.
  */
 export class PostgresWakeUp implements WakeUpChannel {
   private readonly sender = randomUUID();
@@ -106,6 +107,9 @@ export class PostgresWakeUp implements WakeUpChannel {
       await client.end();
       throw new Error('the wake-up channel closed while connecting');
     }
+    // NOTIFY takes a transaction id, so each one commits through the WAL; a hint need not wait for
+    // the disk (lost in a crash, it costs one poll interval). Only this connection's commits are async.
+    await client.query('SET synchronous_commit TO off');
     return client;
   }
 
