@@ -77,6 +77,14 @@ postgres('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)', () => {
     await eventually(() => seen.messages.some((m) => m.message.id === id), 10_000, 'the notification');
   });
 
+  it('delivers a payload far over the 8,000-byte NOTIFY limit: the notification carries none of it', async () => {
+    const { publisher, seen } = await pair();
+    const payload = { text: 'x'.repeat(64 * 1024), list: Array.from({ length: 500 }, (_, i) => ({ i })) };
+    const { id } = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', payload));
+    const delivered = await eventually(() => seen.messages.find((m) => m.message.id === id), 10_000, 'the notification');
+    expect(delivered.message.payload).toEqual(payload);
+  });
+
   it('reconnects a listener whose connection was killed, and misses nothing sent meanwhile', async () => {
     const { publisher, seen, store } = await pair();
     const killed = await eventually(() => store.wakeUp!.listenerPid, 10_000, 'the listener');
