@@ -1,0 +1,131 @@
+import { QueryFailedError } from 'typeorm';
+import { decodeRow, LEASE_EXPIRED, previousAttemptExpired, versionAtLeast } from '../../lib/dialects/dialect.util';
+import type { StoredEvent } from '../../lib/dialects/outbox-dialect.interface';
+import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite.dialect';
+
+/**
+ * The dialects' pure helpers, on inputs the SQLite end-to-end suite never produces (PostgreSQL's
+ * parsed JSON and Date columns, SQLite's extended busy codes), so that mutation testing on SQLite
+ * checks them too.
+ */
+describe('decodeRow', () => {
+  const base = {
+    id: 'e1',
+    topic: 't',
+    status: 'pending',
+    attempts: '2',
+    available_at: '2026-01-02T03:04:05.678Z',
+    created_at: '2026-01-01T00:00:00.000Z',
+  };
+
+  it('parses JSON and times given as text (SQLite, MySQL)', () => {
+    const event = decodeRow({
+      ...base,
+      key: 'k',
+      dedupe_key: 'd',
+      payload: '{"a":[1,{"b":null}]}',
+      headers: '{"x":"y"}',
+      claim_token: 'tok',
+      completed_handlers: '["A.one","B.two"]',
+      last_error: 'boom',
+      processed_at: '2026-01-03T00:00:00.000Z',
+    });
+    expect(event).toEqual({
+      id: 'e1',
+      topic: 't',
+      key: 'k',
+      dedupeKey: 'd',
+      payload: { a: [1, { b: null }] },
+      headers: { x: 'y' },
+      status: 'pending',
+      attempts: 2,
+      availableAt: new Date('2026-01-02T03:04:05.678Z'),
+      claimToken: 'tok',
+      completedHandlers: ['A.one', 'B.two'],
+      lastError: 'boom',
+      createdAt: new Date('2026-01-01T00:00:00.000Z'),
+      processedAt: new Date('2026-01-03T00:00:00.000Z'),
+    });
+  });
+
+  it('keeps JSON and Date values that the driver already parsed (PostgreSQL)', () => {
+    const availableAt = new Date('2026-01-02T03:04:05.678Z');
+    const payload = { list: ['[]', '{}'] };
+    const event = decodeRow({
+      ...base,
+      payload,
+      headers: { x: 'y' },
+      completed_handlers: ['A.one'],
+      available_at: availableAt,
+      processed_at: null,
+    });
+    expect(event.payload).toBe(payload);
+    expect(event.headers).toEqual({ x: 'y' });
+    expect(event.completedHandlers).toEqual(['A.one']);
+    expect(event.availableAt).toBe(availableAt);
+    expect(event.processedAt).toBeNull();
+  });
+
+  it('reads empty JSON texts and absent optional columns as empty values and nulls', () => {
+    const event = decodeRow({ ...base, payload: '[]', headers: '{}', completed_handlers: '[]' });
+    expect(event.payload).toEqual([]);
+    expect(event.headers).toEqual({});
+    expect(event.completedHandlers).toEqual([]);
+    expect(event).toMatchObject({ key: null, dedupeKey: null, claimToken: null, lastError: null, processedAt: null });
+  });
+});
+
+describe('previousAttemptExpired', () => {
+  const event = (attempts: number, lastError: string | null) => ({ attempts, lastError }) as StoredEvent;
+
+  it('is true when the claim wrote that the attempt just before this one outlived its lease', () => {
+    expect(previousAttemptExpired(event(3, `attempt 2 of 5 ${LEASE_EXPIRED}`))).toBe(true);
+    expect(previousAttemptExpired(event(11, `attempt 10 of 10 ${LEASE_EXPIRED}`))).toBe(true);
+  });
+
+  it('is false for an older expiry, no error, or a handler error that only quotes the text', () => {
+    expect(previousAttemptExpired(event(4, `attempt 2 of 5 ${LEASE_EXPIRED}`))).toBe(false);
+    expect(previousAttemptExpired(event(2, `attempt 2 of 5 ${LEASE_EXPIRED}`))).toBe(false);
+    expect(previousAttemptExpired(event(3, null))).toBe(false);
+    expect(previousAttemptExpired(event(3, `H.x: Error: attempt 2 of 5 ${LEASE_EXPIRED}`))).toBe(false);
+    expect(previousAttemptExpired(event(3, `attempt 2 of 5 ${LEASE_EXPIRED}; H.y: Error: later`))).toBe(false);
+    expect(previousAttemptExpired(event(3, `attempt 2 of 5 did not finish before its lease expired`))).toBe(false);
+  });
+});
+
+describe('versionAtLeast', () => {
+  it.each([
+    ['3.35.0', '3.35.0', true],
+    ['3.35', '3.35.0', true],
+    ['3.35.0.1', '3.35.0', true],
+    ['3.34.9', '3.35.0', false],
+    ['3.36', '3.35.5', true],
+    ['10.11.6-MariaDB-0+deb12u1', '10.6', true],
+    ['no digits', '0.1', false],
+  ])('%s against %s: %s', (found, minimum, expected) => {
+    expect(versionAtLeast(found, minimum)).toBe(expected);
+  });
+});
+
+describe('SQLite', () => {
+  it.each([
+    [0, '+0.000 seconds'],
+    [1500, '+1.500 seconds'],
+    [86_400_000, '+86400.000 seconds'],
+    [-250, '-0.250 seconds'],
+  ])('offsets %d ms as the date modifier %p', (ms, modifier) => {
+    expect(sqliteOffset(ms)).toBe(modifier);
+  });
+
+  it('retries every busy code, extended ones included, and nothing else', () => {
+    const dialect = new SqliteDialect();
+    const wrapped = (code: string) => new QueryFailedError('UPDATE …', [], Object.assign(new Error('x'), { code }));
+    for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'SQLITE_BUSY_TIMEOUT']) {
+      expect(dialect.isTransient(wrapped(code))).toBe(true);
+    }
+    for (const code of ['SQLITE_LOCKED', 'SQLITE_CONSTRAINT_UNIQUE', 'XSQLITE_BUSY']) {
+      expect(dialect.isTransient(wrapped(code))).toBe(false);
+    }
+    expect(dialect.isTransient(new Error('SQLITE_BUSY: database is locked'))).toBe(false);
+  });
+});
