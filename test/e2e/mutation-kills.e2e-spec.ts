@@ -51,6 +51,8 @@ class Script {
   /** What the 'sabotage' handler does before it returns or throws. */
   sabotage: () => Promise<unknown> = async () => undefined;
   sabotageThenThrow = false;
+  /** Ids in the order the 'paced' handler ran them. */
+  paced: string[] = [];
 }
 
 @Injectable()
@@ -107,6 +109,14 @@ class Handlers {
 
   @OutboxHandler('quick')
   async quick() {}
+
+  /** By call: the first returns at once, the second takes 300 ms of simulated work, the third waits for the gate. */
+  @OutboxHandler('paced')
+  async paced(m: OutboxMessage) {
+    const call = this.s.paced.push(m.id);
+    if (call === 2) await new Promise((resolve) => setTimeout(resolve, 300));
+    if (call === 3) await this.s.gate.promise;
+  }
 
   @OutboxHandler('sabotage')
   async sabotageStore() {
@@ -293,10 +303,10 @@ describe.each(backends())('mutation kills on %s', (backend) => {
     });
   });
 
-  it('acknowledges a batch of quick successes in one statement', async () => {
+  it.each([1, 10])('acknowledges a batch of quick successes in one statement (concurrency %i)', async (concurrency) => {
     const statements: string[] = [];
     await start(
-      { worker: { batchSize: 10 } },
+      { worker: { batchSize: 10, concurrency } },
       {
         typeormLogger: {
           logQuery: (query: string) => void statements.push(query),
@@ -314,6 +324,50 @@ describe.each(backends())('mutation kills on %s', (backend) => {
     statements.length = 0;
     expect(await app.worker.drain()).toMatchObject({ delivered: 5 });
     expect(statements.filter((q) => /^\s*UPDATE .*'delivered'/s.test(q))).toHaveLength(1);
+  });
+
+  it('acknowledges the successes of a slow batch while the batch still runs', async () => {
+    await start({ worker: { batchSize: 3, concurrency: 1 } });
+    // One at a time: a quick one, one whose work outlasts the 250 ms flush interval, one held open.
+    await app.txHost.withTransaction(() => app.outbox.publishMany([1, 2, 3].map((n) => ({ topic: 'paced', payload: { n } }))));
+    const draining = app.worker.drain();
+    await eventually(() => s.paced.length === 3, 10_000, 'the third handler running');
+    const [quick, slow, held] = s.paced;
+    await eventually(
+      async () => (await outboxRows(app)).filter((r) => r.status === 'delivered').length === 2,
+      10_000,
+      'the first two acknowledged while the third runs',
+    );
+    expect((await row(quick)).status).toBe('delivered');
+    expect((await row(slow)).status).toBe('delivered');
+    expect((await row(held)).status).toBe('pending');
+    s.gate.resolve();
+    expect(await draining).toEqual({ delivered: 3, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+  });
+
+  it('counts the suspects it could not give back as lost leases, when the lease ran out first', async () => {
+    await start({ worker: { leaseMs: 1000, concurrency: 10 }, retry: { maxAttempts: 10, initialDelayMs: 0, maxDelayMs: 0 } });
+    const cut = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([1, 2, 3].map((n) => ({ topic: 'quick', payload: { n } }))),
+    );
+    // A worker claims all three and dies; their leases run out, so all three are suspects next time.
+    await store.claim({ batchSize: 10, leaseMs: 100, maxAttempts: 10 });
+    await eventually(async () => (await app.outbox.counts()).inFlight === 0, 10_000, 'lease expiry');
+    // The process stalls right after the next claim, past that claim's lease, before it gives the two
+    // suspects back: the release is rejected, and so is the start of the third (its lease is gone too).
+    const releaseMany = store.releaseMany.bind(store);
+    let stalled = false;
+    jest.spyOn(store, 'releaseMany').mockImplementation(async (ids, token, uncount) => {
+      if (!stalled) {
+        stalled = true;
+        stall(1100);
+      }
+      return releaseMany(ids, token, uncount);
+    });
+    const result = await app.worker.drain();
+    expect(result).toMatchObject({ delivered: 3, failed: 0, deadLettered: 0, lostLeases: 3 });
+    expect(app.logger.matching(/^Outbox release of event .* rejected: its lease expired/)).toHaveLength(1);
+    for (const { id } of cut) expect((await row(id)).status).toBe('delivered');
   });
 
   it('counts pending, in-flight, delivered and dead events apart', async () => {
@@ -342,6 +396,25 @@ describe.each(backends())('mutation kills on %s', (backend) => {
       expect(one.message).not.toMatch(/publishMany item/);
       const single = await app.txHost.withTransaction(() => app.outbox.publish('', {})).catch((e) => e);
       expect(single.message).not.toMatch(/publishMany item/);
+      expect(await outboxRows(app)).toHaveLength(0);
+    });
+
+    it.each([
+      ['a string', 'fast', 'string'],
+      ['null', null, 'null'],
+      ['an array', ['key'], 'object'],
+    ])('refuses %s as the options of publish or publishMany, or as an event', async (_name, value, got) => {
+      await start();
+      const attempts: Array<() => Promise<unknown>> = [
+        () => app.outbox.publish('quick', {}, value as never),
+        () => app.outbox.publishMany([{ topic: 'quick', payload: {} }], value as never),
+        () => app.outbox.publishMany([value as never]),
+      ];
+      for (const attempt of attempts) {
+        const error = await app.txHost.withTransaction(attempt).catch((e: Error) => e);
+        expect(error).toBeInstanceOf(OutboxValidationError);
+        expect((error as Error).message).toMatch(new RegExp(`^Invalid outbox (options|event): expected an object, got ${got}$`));
+      }
       expect(await outboxRows(app)).toHaveLength(0);
     });
 
