@@ -29,9 +29,15 @@ export interface OutboxDrainResult {
   deadLettered: number;
   /** Events given back unstarted (shutdown, or too little lease left to start). */
   released: number;
-  /** Acknowledgements or failures rejected because the claim had lost its lease. */
+  /**
+   * Acknowledgements, failures and releases the database rejected because the claim had lost its
+   * lease. A database error while recording is logged and not counted here: the lease decides then.
+   */
   lostLeases: number;
 }
+
+/** How a fenced write ended: applied, rejected for a lost lease, or not made (database error, shut down). */
+type Recorded = 'done' | 'rejected' | 'not-made';
 
 interface HandlerOutcome {
   handler: DeliveryTarget;
@@ -365,9 +371,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     const leaseLeft = this.options.worker.leaseMs - (performance.now() - claimedAt);
     if (this.stopping || longest + margin > leaseLeft) {
       // Not started: hand it back with its attempt, rather than start what the lease cannot cover.
-      const ok = await this.record('release', event.id, () => this.store.release(event.id, token, true));
-      if (ok) total.released++;
-      else total.lostLeases++;
+      const recorded = await this.record('release', event.id, () => this.store.release(event.id, token, true));
+      if (recorded === 'done') total.released++;
+      else if (recorded === 'rejected') total.lostLeases++;
       return false;
     }
 
@@ -400,7 +406,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       ...policies.map((policy) => backoffDelayMs(event.attempts, policy)),
       ...failures.map((f) => (f.error instanceof OutboxRetryLaterError ? Math.min(f.error.retryAfterMs, 86_400_000) : 0)),
     );
-    const ok = await this.record('failure', event.id, () =>
+    const recorded = await this.record('failure', event.id, () =>
       this.store.fail(event.id, token, {
         error: errorText.slice(0, MAX_ERROR_LENGTH),
         completedHandlers: completed,
@@ -408,9 +414,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         retryDelayMs,
       }),
     );
-    if (!ok) {
-      total.lostLeases++;
-    } else if (deadLetter) {
+    if (recorded === 'rejected') total.lostLeases++;
+    // Not recorded (logged by record()): the lease will expire and the event be claimed again.
+    if (recorded !== 'done') return false;
+    if (deadLetter) {
       total.deadLettered++;
       this.logger.error(
         `Dead-lettered outbox event ${event.id} (${event.topic}) after attempt ${event.attempts}` +
@@ -467,23 +474,21 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     }
   }
 
-  /** Runs a fenced state change; false when the lease was lost or the database could not be reached. */
-  private async record(what: string, id: string, change: () => Promise<boolean>): Promise<boolean> {
+  /** Runs a fenced state change, logging what did not happen. */
+  private async record(what: string, id: string, change: () => Promise<boolean>): Promise<Recorded> {
     if (this.closed) {
       this.logger.warn(`Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`);
-      return false;
+      return 'not-made';
     }
     try {
-      const ok = await change();
-      if (!ok) {
-        this.logger.warn(
-          `Outbox ${what} of event ${id} rejected: its lease expired and it may belong to another worker now`,
-        );
-      }
-      return ok;
+      if (await change()) return 'done';
+      this.logger.warn(
+        `Outbox ${what} of event ${id} rejected: its lease expired and it may belong to another worker now`,
+      );
+      return 'rejected';
     } catch (error) {
       this.logStoreError(what, id, error);
-      return false;
+      return 'not-made';
     }
   }
 

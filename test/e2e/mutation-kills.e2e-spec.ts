@@ -267,9 +267,23 @@ describe.each(backends())('mutation kills on %s', (backend) => {
       s.sabotage = dropOutbox;
       s.sabotageThenThrow = true;
       const { id } = await publish('sabotage');
-      // Not asserted: `lostLeases`, which counts this database error (an acknowledgement's is not counted).
-      expect(await app.worker.drain()).toMatchObject({ delivered: 0, failed: 0, deadLettered: 0, released: 0 });
+      // A database error is not a lost lease: nothing is counted, for a failure as for an acknowledgement.
+      expect(await app.worker.drain()).toEqual({ delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
       expect(app.logger.matching(new RegExp(`^Outbox failure of event ${id} failed; its lease will expire: QueryFailedError: `))).toHaveLength(1);
+    });
+
+    it('a release: logged with the event, not counted', async () => {
+      await start({ worker: { leaseMs: 1000, handlerTimeoutMs: 500, concurrency: 1, batchSize: 2 } });
+      // The first handler drops the table and uses 450 ms of the 1 s lease: the second event cannot fit
+      // its 500 ms timeout in what is left, and its release meets the missing table.
+      s.sabotage = async () => {
+        s.sabotage = async () => undefined;
+        await dropOutbox();
+        await new Promise((resolve) => setTimeout(resolve, 450));
+      };
+      await app.txHost.withTransaction(() => app.outbox.publishMany([1, 2].map((n) => ({ topic: 'sabotage', payload: { n } }))));
+      expect(await app.worker.drain()).toEqual({ delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+      expect(app.logger.matching(/^Outbox release of event \S+ failed; its lease will expire: \w+Error: /)).toHaveLength(1);
     });
   });
 
