@@ -22,7 +22,6 @@ module.exports = {
   // Bail at a mutant's first failing test, and load only the files holding its covering tests.
   testEnvironment: join(plumbing, 'environment.js'),
   testSequencer: join(plumbing, 'sequencer.js'),
-  setupFilesAfterEnv: [join(plumbing, 'skip-empty-each.js')],
   // SQLite through better-sqlite3 only (see test/fixtures/mutation/backends.ts).
   moduleNameMapper: { '^(\\.\\./fixtures|\\.)/backends$': join(plumbing, 'backends.ts') },
   testPathIgnorePatterns: [

@@ -1,6 +1,6 @@
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/outbox.store';
-import { serverBackends } from '../fixtures/backends';
+import { describeEachServer } from '../fixtures/backends';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 
 const DELIVERED = 100_000;
@@ -33,7 +33,7 @@ async function fill(app: TestApp) {
  * InnoDB lock the whole pending set (a second worker then gets nothing) and make claims cost more as
  * history grows.
  */
-describe.each(serverBackends())('the claim query plan on %s', (backend) => {
+describeEachServer('the claim query plan on %s', (backend) => {
   let app: TestApp;
   afterEach(() => app.dispose());
 

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, type OutboxMessage } from '../../lib';
-import { serverBackends, sqliteBackends } from '../fixtures/backends';
+import { describeEachServer, sqliteBackends } from '../fixtures/backends';
 import { deferred } from '../fixtures/eventually';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 
@@ -17,7 +17,7 @@ class Seen {
  * Ids become visible in commit order, not in the order they were taken: an event published first but
  * committed last must still be delivered (no "last id seen" cursor), and a rolled-back one never.
  */
-describe.each(serverBackends())('commit order on %s', (backend) => {
+describeEachServer('commit order on %s', (backend) => {
   let app: TestApp;
   afterEach(() => app.dispose());
 

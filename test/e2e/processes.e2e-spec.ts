@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, type OutboxMessage } from '../../lib';
-import { backends, serverBackends, sqliteBackends } from '../fixtures/backends';
+import { backends, describeEachServer, sqliteBackends } from '../fixtures/backends';
 import { startWorkerProcess, type RunningChild } from '../fixtures/child';
 import { eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
@@ -126,7 +126,7 @@ async function auditExactlyOnce(app: TestApp, ids: string[], processes: number) 
   expect(Number(n)).toBe(ids.length);
 }
 
-describe.each(serverBackends())('competing worker processes on %s', (backend) => {
+describeEachServer('competing worker processes on %s', (backend) => {
   let app: TestApp;
   afterEach(() => app.dispose());
 
