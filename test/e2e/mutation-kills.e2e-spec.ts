@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { runInNewContext } from 'node:vm';
 import { DataSource } from 'typeorm';
 import {
   OutboxDedupeConflictError,
@@ -155,6 +156,8 @@ describe.each(backends())('mutation kills on %s', (backend) => {
       ['an object', { code: 42 }, 'non-Error rejection: {"code":42}'],
       ['an object JSON cannot write', circular, 'non-Error rejection: [object Object]'],
       ['an Error subclass', new TypeError('bad input'), 'TypeError: bad input'],
+      ['an error made in another realm', runInNewContext(`new RangeError('elsewhere')`), 'RangeError: elsewhere'],
+      ['an object shaped like an error', { name: 'DriverError', message: 'gone', code: 7 }, 'DriverError: gone'],
     ])('writes %s as its own text, prefixed by the handler', async (_name, value, text) => {
       await start({ retry: { maxAttempts: 1 } });
       s.rejectWith = value;
