@@ -528,6 +528,22 @@ describe.each(backends())('mutation kills on %s', (backend) => {
       });
     });
 
+    it('finds several stored dedupe keys in one lookup, and inserts only the new one', async () => {
+      await start();
+      const event = (n: number, dedupeKey: string) => ({ topic: 'quick', payload: { n }, dedupeKey });
+      const [a] = await app.txHost.withTransaction(() => app.outbox.publishMany([event(1, 'a')]));
+      const [b] = await app.txHost.withTransaction(() => app.outbox.publishMany([event(2, 'b')]));
+      const again = await app.txHost.withTransaction(() =>
+        app.outbox.publishMany([event(2, 'b'), event(1, 'a'), event(3, 'c')]),
+      );
+      expect(again).toEqual([
+        { id: b.id, inserted: false },
+        { id: a.id, inserted: false },
+        { id: expect.any(String), inserted: true },
+      ]);
+      expect(await outboxRows(app)).toHaveLength(3);
+    });
+
     it('writes a publishMany larger than one statement can carry, all of it', async () => {
       await start();
       // More rows than one INSERT takes on any backend (65,535 parameters, 8 per row, on PostgreSQL).

@@ -3,7 +3,7 @@ import { OutboxHandler, OutboxService, type OutboxMessage } from '../../lib';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { sqliteBackends } from '../fixtures/backends';
-import { eventually } from '../fixtures/eventually';
+import { deferred, eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
 @Injectable()
@@ -97,5 +97,47 @@ describe.each(sqliteBackends())('SQLite (%s): one connection shared by the appli
     const rows = await outboxRows(app);
     expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
     expect(app.logger.matching(/failed|rejected/)).toEqual([]);
+  });
+
+  it('nests a transaction in one begun on a query runner as a savepoint, without waiting for itself', async () => {
+    app = await createTestApp({ backend });
+    const insert = `INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`;
+    const runner = app.dataSource.createQueryRunner();
+    await runner.startTransaction();
+    try {
+      await runner.query(insert, ['outer', 'runner']);
+      await runner.manager.transaction(async (inner) => {
+        await inner.query(insert, ['inner', 'savepoint']);
+        await app.outbox.publish('order.placed', { n: 1 }, { manager: inner });
+      });
+      await runner.commitTransaction();
+    } finally {
+      await runner.release();
+    }
+    const orders = await app.raw.query<{ id: string }>(`SELECT "id" FROM "${app.ordersTable}" ORDER BY "id"`);
+    expect(orders.map((o) => o.id)).toEqual(['inner', 'outer']);
+    expect(await outboxRows(app)).toHaveLength(1);
+  });
+
+  it('makes a transaction started from the context of an earlier, finished one wait for the one open now', async () => {
+    app = await createTestApp({ backend });
+    const insert = `INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`;
+    const go = deferred();
+    let later: Promise<unknown> | undefined;
+    await app.dataSource.transaction(async () => {
+      // Fire and forget: the continuation keeps this transaction's async context after its commit.
+      later = go.promise.then(() => app.dataSource.transaction((manager) => manager.query(insert, ['later', 'own'])));
+    });
+    const runner = app.dataSource.createQueryRunner();
+    await runner.startTransaction();
+    await runner.query(insert, ['runner', 'rolled back']);
+    go.resolve();
+    // Real I/O turns in which the later transaction could (wrongly) run inside the runner's.
+    for (let i = 0; i < 3; i++) await app.raw.query('SELECT 1');
+    await runner.rollbackTransaction();
+    await runner.release();
+    await later;
+    const orders = await app.raw.query<{ id: string }>(`SELECT "id" FROM "${app.ordersTable}"`);
+    expect(orders.map((o) => o.id)).toEqual(['later']);
   });
 });

@@ -1,5 +1,16 @@
-import { QueryFailedError } from 'typeorm';
-import { decodeRow, LEASE_EXPIRED, previousAttemptExpired, versionAtLeast } from '../../lib/dialects/dialect.util';
+import { QueryFailedError, type DataSource } from 'typeorm';
+import { OutboxConfigurationError } from '../../lib';
+import { dialectForType, isSqlite } from '../../lib/dialects';
+import {
+  decodeRow,
+  driverErrno,
+  driverErrorCode,
+  indexNames,
+  LEASE_EXPIRED,
+  previousAttemptExpired,
+  quoteIdent,
+  versionAtLeast,
+} from '../../lib/dialects/dialect.util';
 import type { StoredEvent } from '../../lib/dialects/outbox-dialect.interface';
 import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite.dialect';
 
@@ -127,5 +138,60 @@ describe('SQLite', () => {
       expect(dialect.isTransient(wrapped(code))).toBe(false);
     }
     expect(dialect.isTransient(new Error('SQLITE_BUSY: database is locked'))).toBe(false);
+  });
+});
+
+describe('driver error codes, read through TypeORM’s wrapper or from the driver’s own error', () => {
+  it.each([
+    ['a wrapped error: the driver’s code first', { driverError: { code: 'ER_LOCK_DEADLOCK', errno: 1213 }, code: 'OTHER', errno: 1 }, 'ER_LOCK_DEADLOCK', 1213],
+    ['a driver error of its own', { code: '40P01', errno: 7 }, '40P01', 7],
+    ['a wrapped error with an errno only', { driverError: { errno: 1205 } }, 1205, 1205],
+    ['an error with an errno only', { errno: 1213 }, 1213, 1213],
+    ['an error with neither', new Error('x'), undefined, undefined],
+    ['undefined', undefined, undefined, undefined],
+    ['null', null, undefined, undefined],
+  ])('%s', (_name, error, code, errno) => {
+    expect(driverErrorCode(error)).toBe(code);
+    expect(driverErrno(error)).toBe(errno);
+  });
+});
+
+describe('identifiers', () => {
+  it('quotes a name, doubling any double quote in it', () => {
+    expect(quoteIdent('outbox')).toBe('"outbox"');
+    expect(quoteIdent('a"b""c')).toBe('"a""b""""c"');
+  });
+
+  it('names the indexes after the table, as the migration and the query-plan checks expect', () => {
+    expect(indexNames('events')).toEqual({ claim: 'events_claim_idx', dedupe: 'events_dedupe_idx' });
+  });
+});
+
+describe('dialectForType', () => {
+  it.each([
+    ['postgres', 'postgres'],
+    ['mysql', 'mysql'],
+    ['mariadb', 'mysql'],
+    ['sqlite', 'sqlite'],
+    ['better-sqlite3', 'sqlite'],
+  ])('maps TypeORM type %s to the %s dialect', (type, dialect) => {
+    expect(dialectForType(type).name).toBe(dialect);
+  });
+
+  it('refuses any other type, naming the supported ones', () => {
+    expect(() => dialectForType('oracle')).toThrow(OutboxConfigurationError);
+    expect(() => dialectForType('oracle')).toThrow(
+      'Invalid outbox option "dataSource": the outbox does not support TypeORM database type "oracle"; ' +
+        'supported: postgres, mysql, mariadb, sqlite, better-sqlite3',
+    );
+  });
+
+  it.each([
+    ['sqlite', true],
+    ['better-sqlite3', true],
+    ['postgres', false],
+    ['mariadb', false],
+  ])('knows whether a %s DataSource is SQLite: %p', (type, expected) => {
+    expect(isSqlite({ options: { type } } as unknown as DataSource)).toBe(expected);
   });
 });
