@@ -1,36 +1,27 @@
 import { type BackendName } from '../fixtures/backends';
 import { eventually } from '../fixtures/eventually';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
-import { FAULT_TOPIC, type FaultWorkerConfig } from './fixtures/fault-config';
+import { FAULT_TOPIC } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, epochMs, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, epochMs, faultScenarios, statusCounts } from './fixtures/harness';
 import { record } from './fixtures/report';
 
 const EVENTS = 400;
 const DELAY_MS = 3000;
 const TEN_MINUTES = 10 * 60_000;
 
-let app: TestApp | undefined;
-let fleet: WorkerFleet | undefined;
-afterEach(async () => {
-  await fleet?.stop();
-  await app?.dispose();
-  fleet = app = undefined;
-});
+const openScenario = faultScenarios();
 
 describe.each(faultBackends())('clock skew on %s', (backend: BackendName) => {
   it('workers whose clocks run 10 minutes ahead and behind: no early delivery, no stolen lease', async () => {
-    app = await createTestApp({ backend });
-    await createAttemptLog(app);
-    const config: FaultWorkerConfig = {
+    const { app, fleet } = await openScenario(
       backend,
-      table: app.table,
-      sqlitePath: app.sqlitePath,
-      worker: { pollIntervalMs: 50, batchSize: 20, concurrency: 5, leaseMs: 5000 },
-      maxAttempts: 3,
-      handlerMs: 10,
-    };
-    fleet = new WorkerFleet(config, { preload: ['test/faults/fixtures/skewed-clock.js'] });
+      {
+        worker: { pollIntervalMs: 50, batchSize: 20, concurrency: 5, leaseMs: 5000 },
+        maxAttempts: 3,
+        handlerMs: 10,
+      },
+      { preload: ['test/faults/fixtures/skewed-clock.js'] },
+    );
     const started = Date.now();
     const workers = [
       ...(await fleet.start(1, { OUTBOX_CLOCK_SKEW_MS: String(TEN_MINUTES) })),
@@ -48,7 +39,7 @@ describe.each(faultBackends())('clock skew on %s', (backend: BackendName) => {
     const delayed = new Set<string>();
     for (let start = 0; start < EVENTS; start += 50) {
       const results = await app.txHost.withTransaction(() =>
-        app!.outbox.publishMany(
+        app.outbox.publishMany(
           Array.from({ length: 50 }, (_, i) => ({
             topic: FAULT_TOPIC,
             payload: { n: start + i },
@@ -61,7 +52,7 @@ describe.each(faultBackends())('clock skew on %s', (backend: BackendName) => {
         if ((start + i) % 2 === 1) delayed.add(r.id);
       });
     }
-    await eventually(async () => (await statusCounts(backend, app!.table, app!.sqlitePath)).delivered === EVENTS, 60_000, 'all delivered');
+    await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === EVENTS, 60_000, 'all delivered');
     const drainMs = Date.now() - started;
     await fleet.stop();
 

@@ -1,32 +1,21 @@
 import { type BackendName } from '../fixtures/backends';
 import { eventually } from '../fixtures/eventually';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
-import type { FaultWorkerConfig } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, publishEvents, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, faultScenarios, publishEvents, statusCounts } from './fixtures/harness';
 import { record } from './fixtures/report';
 
-let app: TestApp | undefined;
-let fleet: WorkerFleet | undefined;
-afterEach(async () => {
-  await fleet?.stop();
-  await app?.dispose();
-  fleet = app = undefined;
-});
+const openScenario = faultScenarios();
 
 describe.each(faultBackends())('lease expiry while a handler still runs, on %s', (backend: BackendName) => {
   it('a stalled worker (SIGSTOP) loses its lease: the second claim runs the event again, the first one’s late write is rejected and logged', async () => {
-    app = await createTestApp({ backend });
-    await createAttemptLog(app);
-    const config: FaultWorkerConfig = {
+    const { app, fleet } = await openScenario(
       backend,
-      table: app.table,
-      sqlitePath: app.sqlitePath,
-      worker: { pollIntervalMs: 100, batchSize: 10, concurrency: 2, leaseMs: 2000, handlerTimeoutMs: 1500 },
-      maxAttempts: 3,
-      handlerMs: 500,
-    };
-    fleet = new WorkerFleet(config);
+      {
+        worker: { pollIntervalMs: 100, batchSize: 10, concurrency: 2, leaseMs: 2000, handlerTimeoutMs: 1500 },
+        maxAttempts: 3,
+        handlerMs: 500,
+      },
+    );
     const started = Date.now();
     const [first] = await fleet.start(1);
     const [id] = await publishEvents(app, 1, 1);
@@ -34,14 +23,14 @@ describe.each(faultBackends())('lease expiry while a handler still runs, on %s',
     // Stall the first worker in the middle of its handler (a long GC pause, a frozen VM) for longer
     // than its lease.
     await eventually(
-      async () => (await app!.raw.query(`SELECT 1 FROM "${app!.table}_log" WHERE "event_id" = ? AND "phase" = 'start'`, [id])).length,
+      async () => (await app.raw.query(`SELECT 1 FROM "${app.table}_log" WHERE "event_id" = ? AND "phase" = 'start'`, [id])).length,
       30_000,
       'the first attempt to start',
     );
     first.process.kill('SIGSTOP');
     try {
       const [second] = await fleet.start(1);
-      await eventually(async () => (await statusCounts(backend, app!.table, app!.sqlitePath)).delivered === 1, 30_000, 'delivery by the second worker');
+      await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1, 30_000, 'delivery by the second worker');
       const settled = await app.raw.query(`SELECT * FROM "${app.table}" WHERE "id" = ?`, [id]);
 
       first.process.kill('SIGCONT');
@@ -49,7 +38,7 @@ describe.each(faultBackends())('lease expiry while a handler still runs, on %s',
       // fenced by its token and the expired lease, so it changes nothing, and says so.
       await first.waitFor(/rejected: (its|their) lease expired/);
       await eventually(
-        async () => (await app!.raw.query(`SELECT 1 FROM "${app!.table}_log" WHERE "phase" = 'done'`)).length === 2,
+        async () => (await app.raw.query(`SELECT 1 FROM "${app.table}_log" WHERE "phase" = 'done'`)).length === 2,
         10_000,
         'both handler runs to finish',
       );

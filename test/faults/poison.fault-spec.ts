@@ -1,35 +1,25 @@
 import { type BackendName } from '../fixtures/backends';
 import { eventually } from '../fixtures/eventually';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
-import type { FaultWorkerConfig } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, publishEvents, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, faultScenarios, publishEvents, statusCounts } from './fixtures/harness';
 import { record } from './fixtures/report';
 
 const EVENTS = 600;
 const MAX_ATTEMPTS = 3;
 
-let app: TestApp | undefined;
-let fleet: WorkerFleet | undefined;
-afterEach(async () => {
-  await fleet?.stop();
-  await app?.dispose();
-  fleet = app = undefined;
-});
+const openScenario = faultScenarios();
 
 describe.each(faultBackends())('poison message on %s', (backend: BackendName) => {
   it('a handler that ends the process on one message every time: that message is dead-lettered after maxAttempts, every other delivered', async () => {
-    app = await createTestApp({ backend });
-    await createAttemptLog(app);
-    const config: FaultWorkerConfig = {
+    const { app, fleet } = await openScenario(
       backend,
-      table: app.table,
-      sqlitePath: app.sqlitePath,
-      worker: { pollIntervalMs: 100, batchSize: 25, concurrency: 5, leaseMs: 1500, handlerTimeoutMs: 1000 },
-      maxAttempts: MAX_ATTEMPTS,
-      handlerMs: 5,
-    };
-    fleet = new WorkerFleet(config, { restart: true });
+      {
+        worker: { pollIntervalMs: 100, batchSize: 25, concurrency: 5, leaseMs: 1500, handlerTimeoutMs: 1000 },
+        maxAttempts: MAX_ATTEMPTS,
+        handlerMs: 5,
+      },
+      { restart: true },
+    );
     const started = Date.now();
     await fleet.start(3);
     // The poison sits in the middle of the stream, so it is always claimed with batch-mates.
@@ -39,7 +29,7 @@ describe.each(faultBackends())('poison message on %s', (backend: BackendName) =>
 
     await eventually(
       async () => {
-        const counts = await statusCounts(backend, app!.table, app!.sqlitePath);
+        const counts = await statusCounts(backend, app.table, app.sqlitePath);
         return counts.delivered + counts.dead === EVENTS;
       },
       120_000,

@@ -1,43 +1,32 @@
 import { type BackendName } from '../fixtures/backends';
 import { eventually } from '../fixtures/eventually';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
-import type { FaultWorkerConfig } from './fixtures/fault-config';
 import { faultBackends } from './fixtures/fault-backends';
-import { auditOutbox, createAttemptLog, statusCounts, WorkerFleet } from './fixtures/harness';
+import { auditOutbox, faultScenarios, statusCounts } from './fixtures/harness';
 import { record } from './fixtures/report';
 
 const EVENTS = 1000;
 
-let app: TestApp | undefined;
-let fleet: WorkerFleet | undefined;
-afterEach(async () => {
-  await fleet?.stop();
-  await app?.dispose();
-  fleet = app = undefined;
-});
+const openScenario = faultScenarios();
 
 describe.each(faultBackends())('starved connection pool on %s', (backend: BackendName) => {
   it('pool of 2, handler concurrency 10, the application publishing on the same pool: progress, no deadlock', async () => {
-    app = await createTestApp({ backend });
-    await createAttemptLog(app);
-    const config: FaultWorkerConfig = {
+    const { app, fleet } = await openScenario(
       backend,
-      table: app.table,
-      sqlitePath: app.sqlitePath,
-      worker: { pollIntervalMs: 50, batchSize: 50, concurrency: 10, leaseMs: 30_000 },
-      maxAttempts: 3,
-      handlerMs: 2,
-      // Every handler call takes a connection twice (its log rows); so do the claims, the
-      // acknowledgements and the application's transactions, each a business row and its event.
-      poolSize: 2,
-      publish: { count: EVENTS, perTransaction: 5 },
-    };
-    fleet = new WorkerFleet(config);
+      {
+        worker: { pollIntervalMs: 50, batchSize: 50, concurrency: 10, leaseMs: 30_000 },
+        maxAttempts: 3,
+        handlerMs: 2,
+        // Every handler call takes a connection twice (its log rows); so do the claims, the
+        // acknowledgements and the application's transactions, each a business row and its event.
+        poolSize: 2,
+        publish: { count: EVENTS, perTransaction: 5 },
+      },
+    );
     const started = Date.now();
     const [worker] = await fleet.start(1);
     expect(await worker.waitFor(/^POOL /)).toBe(backend === 'better-sqlite3' ? 'POOL single' : 'POOL 2');
     await worker.waitFor(/^PUBLISHED \d+$/);
-    await eventually(async () => (await statusCounts(backend, app!.table, app!.sqlitePath)).delivered === EVENTS, 120_000, 'all delivered');
+    await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === EVENTS, 120_000, 'all delivered');
     const drainMs = Date.now() - started;
     await fleet.stop();
 

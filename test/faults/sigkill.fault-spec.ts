@@ -1,15 +1,8 @@
 import { type BackendName } from '../fixtures/backends';
 import { eventually } from '../fixtures/eventually';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
 import { faultBackends } from './fixtures/fault-backends';
-import { KILL_POINTS, type FaultWorkerConfig } from './fixtures/fault-config';
-import {
-  auditOutbox,
-  createAttemptLog,
-  publishEvents,
-  statusCounts,
-  WorkerFleet,
-} from './fixtures/harness';
+import { KILL_POINTS } from './fixtures/fault-config';
+import { auditOutbox, faultScenarios, publishEvents, statusCounts } from './fixtures/harness';
 import { record } from './fixtures/report';
 
 const EVENTS = Number(process.env.OUTBOX_FAULT_EVENTS ?? 5000);
@@ -17,37 +10,29 @@ const MIN_KILLS = Number(process.env.OUTBOX_FAULT_KILLS ?? 20);
 const MAX_ATTEMPTS = 10;
 const DRAIN_TIMEOUT_MS = 240_000;
 
-let app: TestApp | undefined;
-let fleet: WorkerFleet | undefined;
-afterEach(async () => {
-  await fleet?.stop();
-  await app?.dispose();
-  fleet = app = undefined;
-});
+const openScenario = faultScenarios();
 
 describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
   it(`3 workers drain ${EVENTS} events while killed at least ${MIN_KILLS} times, at every kill point: nothing lost, every duplicate explained`, async () => {
-    app = await createTestApp({ backend });
-    await createAttemptLog(app);
-    const config: FaultWorkerConfig = {
-      backend,
-      table: app.table,
-      sqlitePath: app.sqlitePath,
-      worker: { pollIntervalMs: 100, batchSize: 10, concurrency: 4, leaseMs: 5000, handlerTimeoutMs: 2000 },
-      maxAttempts: MAX_ATTEMPTS,
-      handlerMs: 40,
-    };
     // Each process plans its own death at a point taken in turn (after the claim and before the
     // handler, during it, after it and before the acknowledgement), somewhere in its first 400
     // handler calls; and every 4 s we kill one from outside, wherever it happens to be (claiming,
     // acknowledging, starting up).
-    fleet = new WorkerFleet(config, {
-      restart: true,
-      envFor: (n) => ({
-        OUTBOX_KILL_AT: String(40 + Math.floor(Math.random() * 360)),
-        OUTBOX_KILL_POINT: KILL_POINTS[n % KILL_POINTS.length],
-      }),
-    });
+    const { app, fleet } = await openScenario(
+      backend,
+      {
+        worker: { pollIntervalMs: 100, batchSize: 10, concurrency: 4, leaseMs: 5000, handlerTimeoutMs: 2000 },
+        maxAttempts: MAX_ATTEMPTS,
+        handlerMs: 40,
+      },
+      {
+        restart: true,
+        envFor: (n) => ({
+          OUTBOX_KILL_AT: String(40 + Math.floor(Math.random() * 360)),
+          OUTBOX_KILL_POINT: KILL_POINTS[n % KILL_POINTS.length],
+        }),
+      },
+    );
     const started = Date.now();
     let progress = '';
     await fleet.start(3);
@@ -55,7 +40,7 @@ describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
     const killer = (async () => {
       while (!stopKilling) {
         await new Promise((resolve) => setTimeout(resolve, 4000));
-        if (!stopKilling) fleet?.killOne();
+        if (!stopKilling) fleet.killOne();
       }
     })();
 
@@ -63,9 +48,9 @@ describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
     try {
       await eventually(
         async () => {
-          const counts = await statusCounts(backend, app!.table, app!.sqlitePath);
-          progress = `${JSON.stringify(counts)}, ${fleet!.kills} kills, ${fleet!.running.size} running`;
-          return counts.delivered + counts.dead === EVENTS && fleet!.kills >= MIN_KILLS;
+          const counts = await statusCounts(backend, app.table, app.sqlitePath);
+          progress = `${JSON.stringify(counts)}, ${fleet.kills} kills, ${fleet.running.size} running`;
+          return counts.delivered + counts.dead === EVENTS && fleet.kills >= MIN_KILLS;
         },
         DRAIN_TIMEOUT_MS,
         `all ${EVENTS} delivered and ${MIN_KILLS} kills`,
