@@ -83,6 +83,10 @@ describe('decodeRow', () => {
     expect(event.headers).toEqual({});
     expect(event.completedHandlers).toEqual([]);
     expect(event).toMatchObject({ key: null, dedupeKey: null, claimToken: null, lastError: null, processedAt: null });
+    // NULL in the JSON columns (never written by the outbox) reads as empty too.
+    const nulls = decodeRow({ ...base, headers: null, completed_handlers: null });
+    expect(nulls.headers).toEqual({});
+    expect(nulls.completedHandlers).toEqual([]);
   });
 });
 
