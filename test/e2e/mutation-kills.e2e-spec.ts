@@ -439,20 +439,37 @@ describe.each(backends())('mutation kills on %s', (backend) => {
       await start();
       const notArray = await app.txHost.withTransaction(() => app.outbox.publishMany({} as never)).catch((e) => e);
       expect(notArray).toBeInstanceOf(OutboxValidationError);
-      expect(notArray.message).toMatch(/publishMany expects an array of events, got object/);
+      expect(notArray.message).toBe('Invalid outbox items: publishMany expects an array of events, got object');
       const unknown = await app.txHost
         .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {} }], { delay: 5 } as never))
         .catch((e) => e);
       expect(unknown).toBeInstanceOf(OutboxValidationError);
       expect(unknown.message).toMatch(/unknown option "delay"/);
+      // The lists of what is allowed, in full: each name missing from one would refuse that option.
+      const unknownOption = await app.txHost.withTransaction(() => app.outbox.publish('quick', {}, { delay: 5 } as never)).catch((e) => e);
+      expect(unknownOption.message).toBe(
+        'Invalid outbox options: unknown option "delay"; allowed: key, dedupeKey, headers, delayMs, availableAt, manager',
+      );
+      const unknownField = await app.txHost
+        .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {}, priority: 1 } as never]))
+        .catch((e) => e);
+      expect(unknownField.message).toBe(
+        'Invalid outbox event: unknown option "priority"; allowed: topic, payload, key, dedupeKey, headers, delayMs, availableAt',
+      );
       expect(await outboxRows(app)).toHaveLength(0);
     });
 
     it('returns nothing and writes nothing for an empty publishMany, inside a transaction', async () => {
       await start();
+      const committed = jest.fn();
+      store.onCommitted(committed);
       expect(await app.txHost.withTransaction(() => app.outbox.publishMany([]))).toEqual([]);
       await expect(app.outbox.publishMany([])).rejects.toThrow(OutboxTransactionRequiredError);
       expect(await outboxRows(app)).toHaveLength(0);
+      // Nothing was published, so the commit wakes no worker.
+      expect(committed).not.toHaveBeenCalled();
+      await publish('quick');
+      expect(committed).toHaveBeenCalledTimes(1);
     });
 
     it('says whose manager is outside a transaction: the one passed, or the resolver’s', async () => {
