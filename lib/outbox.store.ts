@@ -181,7 +181,9 @@ export class OutboxStore {
     // A concurrent transaction may have committed the same dedupe key between the check and the
     // insert; ON CONFLICT DO NOTHING then skipped our row, so resolve it against the winner.
     const keyed = fresh.filter((row) => row.event.dedupeKey !== null);
-    const winners = keyed.length ? await this.findByDedupeKeys(manager, keyed.map((r) => r.event.dedupeKey!)) : new Map();
+    const winners = keyed.length
+      ? await this.findByDedupeKeys(manager, keyed.map((r) => r.event.dedupeKey!), true)
+      : new Map();
     for (const row of fresh) {
       const winner = row.event.dedupeKey === null ? undefined : winners.get(row.event.dedupeKey);
       results[row.index] =
@@ -198,12 +200,12 @@ export class OutboxStore {
     return { id: stored.id, inserted: false };
   }
 
-  private async findByDedupeKeys(manager: EntityManager, keys: string[]): Promise<Map<string, StoredEvent>> {
+  private async findByDedupeKeys(manager: EntityManager, keys: string[], latest = false): Promise<Map<string, StoredEvent>> {
     const found = new Map<string, StoredEvent>();
     if (keys.length === 0) return found;
     const perStatement = this.dialect.maxParameters - 1;
     for (let i = 0; i < keys.length; i += perStatement) {
-      const { rows } = await this.runIn(manager, this.dialect.selectByDedupeKeys(this.table, keys.slice(i, i + perStatement)));
+      const { rows } = await this.runIn(manager, this.dialect.selectByDedupeKeys(this.table, keys.slice(i, i + perStatement), latest));
       for (const row of rows) {
         const event = this.dialect.decode(row);
         found.set(event.dedupeKey!, event);

@@ -119,9 +119,13 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  selectByDedupeKeys(table: string, keys: string[]): Statement {
+  selectByDedupeKeys(table: string, keys: string[], latest = false): Statement {
     return {
-      sql: `SELECT ${COLUMNS} FROM ${q(table)} WHERE \`dedupe_key\` IN (${keys.map(() => '?').join(', ')})`,
+      // Under REPEATABLE READ a plain SELECT reads the transaction's snapshot, which cannot hold a row
+      // committed by another transaction after it began; a locking read sees the latest version.
+      sql:
+        `SELECT ${COLUMNS} FROM ${q(table)} WHERE \`dedupe_key\` IN (${keys.map(() => '?').join(', ')})` +
+        (latest ? ' LOCK IN SHARE MODE' : ''),
       params: keys,
     };
   }

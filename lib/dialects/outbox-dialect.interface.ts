@@ -66,7 +66,11 @@ export interface OutboxDialect {
   wakeUpChannel?(dataSource: DataSource, table: string, onError: (error: unknown) => void): WakeUpChannel;
 
   insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
-  selectByDedupeKeys(table: string, keys: string[]): Statement;
+  /**
+   * The stored events with these dedupe keys, as the caller's transaction sees them; with `latest`, as
+   * last committed by anyone (after an insert that a concurrent transaction's row made a no-op).
+   */
+  selectByDedupeKeys(table: string, keys: string[], latest?: boolean): Statement;
   /**
    * Takes up to `batchSize` due rows for `token` — lease, attempt + 1 — in one short transaction by the
    * database clock, dead-lettering instead those whose final attempt's lease expired; returns the rows

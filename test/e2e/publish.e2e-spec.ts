@@ -7,7 +7,8 @@ import {
   OutboxValidationError,
   type OutboxMessage,
 } from '../../lib';
-import { backends } from '../fixtures/backends';
+import { backends, describeEachServer } from '../fixtures/backends';
+import { deferred } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
 @Injectable()
@@ -222,5 +223,36 @@ describe.each(backends())('publish on %s', (backend) => {
     await app.txHost.withTransaction(() => app.outbox.publish('order.placed', payload));
     await app.worker.drain();
     expect(recorder.seen[0].payload).toEqual(payload);
+  });
+});
+
+// SQLite serialises the two transactions at BEGIN (one connection, the gate), so the race exists on the servers only.
+describeEachServer('one dedupe key published by two transactions at once on %s', (backend) => {
+  let app: TestApp;
+  afterEach(() => app?.dispose());
+
+  it('the second waits for the first and resolves to its event: one row, both given its id', async () => {
+    app = await createTestApp({ backend });
+    const inserted = deferred();
+    const commit = deferred();
+    const first = app.txHost.withTransaction(async () => {
+      const result = await app.outbox.publish('order.placed', { n: 1 }, { dedupeKey: 'same' });
+      inserted.resolve();
+      await commit.promise;
+      return result;
+    });
+    await inserted.promise;
+    // The first row is written but not committed: the second's lookup cannot see it, its insert must wait.
+    let secondSettled = false;
+    const second = app.txHost
+      .withTransaction(() => app.outbox.publish('order.placed', { n: 1 }, { dedupeKey: 'same' }))
+      .finally(() => (secondSettled = true));
+    for (let i = 0; i < 5; i++) await app.raw.query('SELECT 1');
+    expect(secondSettled).toBe(false);
+    commit.resolve();
+    const [a, b] = await Promise.all([first, second]);
+    expect(a.inserted).toBe(true);
+    expect(b).toEqual({ id: a.id, inserted: false });
+    expect(await outboxRows(app)).toHaveLength(1);
   });
 });
