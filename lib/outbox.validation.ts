@@ -8,6 +8,13 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
 const HEADER_VALUE = /^[^\x00-\x08\x0a-\x1f\x7f]{0,4096}$/;
 // An escaped NUL that is not itself an escaped backslash followed by "u0000".
 const ESCAPED_NUL = /(^|[^\\])(\\\\)*\\u0000/;
+// JSON.stringify writes a paired surrogate as the character itself and a lone one as an escape
+// (lower-case hex); the same care for escaped backslashes as above.
+const ESCAPED_LONE_SURROGATE = /(^|[^\\])(\\\\)*\\u(d[89a-f][0-9a-f]{2})/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LONE_SURROGATE_HINT =
+  'a lone UTF-16 surrogate (a string cut in the middle of a character such as an emoji), which is not ' +
+  'valid Unicode text and which PostgreSQL refuses; cut strings at code points (Array.from(text)) or encode the data (base64)';
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
 
 /** A publish request after validation: ready to insert. */
@@ -72,6 +79,10 @@ function serialisePayload(payload: unknown, maxBytes: number): string {
       'it contains the character U+0000, which PostgreSQL JSON cannot store; remove it or encode the data (base64)',
     );
   }
+  const surrogate = ESCAPED_LONE_SURROGATE.exec(json);
+  if (surrogate) {
+    throw new OutboxValidationError('payload', `it contains \\u${surrogate[3]}, ${LONE_SURROGATE_HINT}`);
+  }
   return json;
 }
 
@@ -93,6 +104,11 @@ function validateHeaders(headers: unknown): Record<string, string> {
         'headers',
         `header "${name}" must be a string of at most 4096 characters without control characters, got ${show(value)}`,
       );
+    }
+    const surrogate = LONE_SURROGATE.exec(value);
+    if (surrogate) {
+      const unit = surrogate[0].charCodeAt(0).toString(16);
+      throw new OutboxValidationError('headers', `header "${name}" contains \\u${unit}, ${LONE_SURROGATE_HINT}`);
     }
     out[name] = value;
   }

@@ -72,6 +72,36 @@ describe('validateEvent', () => {
   });
 });
 
+describe('lone UTF-16 surrogates', () => {
+  const emoji = '🚀'; // \ud83d\ude80
+  const cut = `launch ${emoji.slice(0, 1)}`;
+
+  it.each([
+    ['payload', { payload: cut }],
+    ['payload', { payload: { deep: [{ text: emoji.slice(1) }] } }],
+    ['payload', { payload: { [`key ${emoji.slice(0, 1)}`]: 1 } }],
+    ['payload', { payload: `${emoji.slice(1)}${emoji.slice(0, 1)}` }],
+    ['payload', { payload: `\\${emoji.slice(0, 1)}` }],
+    ['headers', { headers: { 'x-title': cut } }],
+    ['headers', { headers: { 'x-title': `${emoji.slice(1)}x` } }],
+  ])('rejects one in the %s of %p', (expected, item) => {
+    expect(field(item)).toBe(expected);
+  });
+
+  it('says which code unit and why', () => {
+    expect(() => validateEvent({ topic: 't', payload: { a: cut } }, 1000)).toThrow(/\\ud83d, a lone UTF-16 surrogate/);
+    expect(() => validateEvent({ topic: 't', payload: {}, headers: { a: cut } }, 1000)).toThrow(
+      /header "a" contains \\ud83d, a lone UTF-16 surrogate/,
+    );
+  });
+
+  it('accepts paired surrogates, and the text "\\ud83d" with its backslash escaped', () => {
+    const v = validateEvent({ topic: 't', payload: { [emoji]: [emoji, '\\ud83d'] }, headers: { a: emoji } }, 1000);
+    expect(JSON.parse(v.payloadJson)).toEqual({ [emoji]: [emoji, '\\ud83d'] });
+    expect(v.headers.a).toBe(emoji);
+  });
+});
+
 describe('canonicalJson', () => {
   it('ignores key order, keeps array order', () => {
     expect(canonicalJson({ b: 1, a: [2, { d: 1, c: 2 }] })).toBe(canonicalJson({ a: [2, { c: 2, d: 1 }], b: 1 }));
