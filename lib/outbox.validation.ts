@@ -1,4 +1,4 @@
-import { OutboxPayloadTooLargeError, OutboxValidationError } from './errors/outbox.errors';
+import { OutboxHeadersTooLargeError, OutboxPayloadTooLargeError, OutboxValidationError } from './errors/outbox.errors';
 import type { PublishManyItem } from './interfaces/outbox-message.interface';
 
 const TOPIC = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -12,6 +12,12 @@ const ESCAPED_NUL = /(^|[^\\])(\\\\)*\\u0000/;
 // (lower-case hex); the same care for escaped backslashes as above.
 const ESCAPED_LONE_SURROGATE = /(^|[^\\])(\\\\)*\\u(d[89a-f][0-9a-f]{2})/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/**
+ * The serialised headers must fit every backend's column: MariaDB/MySQL keep them in a `text` of
+ * 65,535 bytes, which the per-header limits alone would overflow (and, without a strict `sql_mode`,
+ * truncate silently). A quarter of it leaves room and is still far more than headers need.
+ */
+export const MAX_HEADERS_BYTES = 16 * 1024;
 const LONE_SURROGATE_HINT =
   'a lone UTF-16 surrogate (a string cut in the middle of a character such as an emoji), which is not ' +
   'valid Unicode text and which PostgreSQL refuses; cut strings at code points (Array.from(text)) or encode the data (base64)';
@@ -115,6 +121,13 @@ function validateHeaders(headers: unknown): Record<string, string> {
   return out;
 }
 
+function serialiseHeaders(headers: Record<string, string>): string {
+  const json = JSON.stringify(headers);
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > MAX_HEADERS_BYTES) throw new OutboxHeadersTooLargeError(bytes, MAX_HEADERS_BYTES);
+  return json;
+}
+
 function validateSchedule(delayMs: unknown, availableAt: unknown): { delayMs: number; availableAt: Date | null } {
   if (delayMs !== undefined && availableAt !== undefined) {
     throw new OutboxValidationError('delayMs', 'give either delayMs or availableAt, not both');
@@ -148,7 +161,7 @@ export function validateEvent(item: PublishManyItem, maxPayloadBytes: number): V
     dedupeKey,
     payloadJson,
     headers,
-    headersJson: JSON.stringify(headers),
+    headersJson: serialiseHeaders(headers),
     ...schedule,
   };
 }

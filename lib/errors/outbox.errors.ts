@@ -56,6 +56,20 @@ export class OutboxPayloadTooLargeError extends OutboxValidationError {
   }
 }
 
+/** The headers serialise to more bytes than every backend's headers column holds. Nothing was written. */
+export class OutboxHeadersTooLargeError extends OutboxValidationError {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      'headers',
+      `they serialise to ${bytes} bytes of JSON, over the limit of ${limit} bytes for all headers together; ` +
+        'move large values into the payload',
+    );
+  }
+}
+
 /**
  * `publish()` found no active transaction. The event would not be atomic with the business change,
  * so nothing was written.

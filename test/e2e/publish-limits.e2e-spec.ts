@@ -1,6 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, OutboxValidationError, type OutboxMessage } from '../../lib';
+import { OutboxHeadersTooLargeError } from '../../lib/errors/outbox.errors';
+import { MAX_HEADERS_BYTES } from '../../lib/outbox.validation';
 import { backends } from '../fixtures/backends';
+import { headersOfBytes } from '../fixtures/headers';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
 @Injectable()
@@ -16,7 +19,28 @@ const rocket = '🚀';
 const high = rocket.slice(0, 1);
 const low = rocket.slice(1);
 
-describe.each(backends())('strings the databases cannot take, on %s', (backend) => {
+/**
+ * mysql2 with `sql_mode=''` on every connection of the pool, set as each one opens (before TypeORM
+ * runs anything on it): how a legacy MySQL application runs. GLOBAL would reach other test files.
+ */
+function laxMysql2() {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const mysql2 = require('mysql2') as typeof import('mysql2');
+  return {
+    ...mysql2,
+    createPool(config: import('mysql2').PoolOptions) {
+      const pool = mysql2.createPool(config);
+      pool.on('connection', (connection) => {
+        connection.query("SET SESSION sql_mode = ''", (error) => {
+          if (error) connection.destroy();
+        });
+      });
+      return pool;
+    },
+  };
+}
+
+describe.each(backends())('strings and sizes the databases cannot take, on %s', (backend) => {
   let app: TestApp;
   let recorder: Recorder;
   beforeEach(async () => {
@@ -54,5 +78,58 @@ describe.each(backends())('strings the databases cannot take, on %s', (backend) 
     await app.worker.drain();
     expect(recorder.seen.map((m) => [m.payload, m.headers])).toEqual([[{ text: rocket }, { 'x-title': rocket }]]);
   });
+
+  it(`refuses headers one byte over ${MAX_HEADERS_BYTES} bytes, and stores and delivers exactly that many whole`, async () => {
+    const over = headersOfBytes(MAX_HEADERS_BYTES + 1, 'é');
+    const error = await app.txHost
+      .withTransaction(() => app.outbox.publish('order.placed', {}, { headers: over }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutboxHeadersTooLargeError);
+    expect(error).toMatchObject({ field: 'headers', bytes: MAX_HEADERS_BYTES + 1, limit: MAX_HEADERS_BYTES });
+    expect(await outboxRows(app)).toHaveLength(0);
+
+    const ascii = headersOfBytes(MAX_HEADERS_BYTES);
+    const accented = headersOfBytes(MAX_HEADERS_BYTES, 'é');
+    await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([
+        { topic: 'order.placed', payload: { n: 1 }, headers: ascii },
+        { topic: 'order.placed', payload: { n: 2 }, headers: accented },
+      ]),
+    );
+    await app.worker.drain();
+    const byN = new Map(recorder.seen.map((m) => [(m.payload as { n: number }).n, m.headers]));
+    expect(byN.get(1)).toEqual(ascii);
+    expect(byN.get(2)).toEqual(accented);
+  });
 });
 
+// MariaDB only: sql_mode is a MySQL/MariaDB setting, and without its strict modes an oversized value
+// is cut silently instead of failing.
+(backends().includes('mariadb') ? describe : describe.skip)('headers on MariaDB with sql_mode=""', () => {
+  let app: TestApp;
+  afterEach(() => app?.dispose());
+
+  it('refuses the largest headers the per-header limits allow, and stores 16 KiB whole', async () => {
+    app = await createTestApp({
+      backend: 'mariadb',
+      providers: [Recorder],
+      extraTypeOrm: { driver: laxMysql2(), connectorPackage: 'mysql2' } as never,
+    });
+    const [{ mode }] = await app.txHost.withTransaction(() => app.txHost.tx.query('SELECT @@SESSION.sql_mode AS mode'));
+    expect(mode).toBe('');
+
+    const largest = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`h${i}`, 'x'.repeat(4096)]));
+    const error = await app.txHost
+      .withTransaction(() => app.outbox.publish('order.placed', {}, { headers: largest }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OutboxHeadersTooLargeError);
+    expect(await outboxRows(app)).toHaveLength(0);
+
+    const headers = headersOfBytes(MAX_HEADERS_BYTES, 'é');
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', {}, { headers }));
+    const [row] = await app.raw.query<{ headers: string }>('SELECT "headers" FROM "' + app.table + '" WHERE "id" = ?', [id]);
+    expect(Buffer.byteLength(row.headers)).toBe(MAX_HEADERS_BYTES);
+    await app.worker.drain();
+    expect(app.module.get(Recorder).seen.map((m) => m.headers)).toEqual([headers]);
+  });
+});

@@ -1,5 +1,7 @@
 import { OutboxPayloadTooLargeError, OutboxValidationError } from '../../lib';
-import { canonicalJson, validateEvent } from '../../lib/outbox.validation';
+import { OutboxHeadersTooLargeError } from '../../lib/errors/outbox.errors';
+import { canonicalJson, MAX_HEADERS_BYTES, validateEvent } from '../../lib/outbox.validation';
+import { headersOfBytes } from '../fixtures/headers';
 
 const ok = { topic: 'order.placed', payload: { a: 1 } };
 
@@ -99,6 +101,30 @@ describe('lone UTF-16 surrogates', () => {
     const v = validateEvent({ topic: 't', payload: { [emoji]: [emoji, '\\ud83d'] }, headers: { a: emoji } }, 1000);
     expect(JSON.parse(v.payloadJson)).toEqual({ [emoji]: [emoji, '\\ud83d'] });
     expect(v.headers.a).toBe(emoji);
+  });
+});
+
+describe('the size of all headers together', () => {
+  it('accepts exactly the limit, counted in UTF-8 bytes', () => {
+    for (const char of ['x', 'é']) {
+      const headers = headersOfBytes(MAX_HEADERS_BYTES, char);
+      expect(Object.values(headers).every((v) => v.length <= 4096)).toBe(true);
+      expect(Buffer.byteLength(validateEvent({ topic: 't', payload: 1, headers }, 1000).headersJson)).toBe(MAX_HEADERS_BYTES);
+    }
+  });
+
+  it('refuses one byte more, naming the size and the limit', () => {
+    const headers = headersOfBytes(MAX_HEADERS_BYTES + 1, 'é');
+    let error: unknown;
+    try {
+      validateEvent({ topic: 't', payload: 1, headers }, 1000);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(OutboxHeadersTooLargeError);
+    expect(error).toBeInstanceOf(OutboxValidationError);
+    expect(error).toMatchObject({ field: 'headers', bytes: MAX_HEADERS_BYTES + 1, limit: MAX_HEADERS_BYTES });
+    expect((error as Error).message).toMatch(/16385 bytes of JSON, over the limit of 16384 bytes/);
   });
 });
 
