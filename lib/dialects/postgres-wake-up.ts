@@ -2,18 +2,18 @@ import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import type { WakeUpChannel } from './outbox-dialect.interface';
 
-interface PoolClient {
-  query(sql: string, params?: unknown[]): Promise<unknown>;
+/** A node-postgres client of our own, outside the application's pool. */
+interface OwnClient {
+  query(sql: string): Promise<unknown>;
   on(event: string, listener: (...args: never[]) => void): void;
   off(event: string, listener: (...args: never[]) => void): void;
-  release(error?: Error | boolean): void;
+  connect(): Promise<void>;
+  end(): Promise<void>;
   processID?: number;
 }
 interface Pool {
-  connect(): Promise<PoolClient>;
-  query(sql: string, params?: unknown[]): Promise<unknown>;
   /** node-postgres keeps the client class and the connection settings of its pool. */
-  Client: new (options: unknown) => PoolClient & { connect(): Promise<void>; end(): Promise<void> };
+  Client: new (options: unknown) => OwnClient;
   options: unknown;
 }
 
@@ -34,6 +34,9 @@ const NOTIFY_WINDOW_MS = 10;
  * notification queue), an instance sends NOTIFY after its commits, at most one per window (see
  * NOTIFY_WINDOW_MS), on a connection of its own rather than one of the application's pool, whose
  * commits do not wait for the WAL to reach the disk.
+ *
+ * LISTEN holds its connection for the life of the application, so it has one of its own too: taken
+ * from the application's pool, it would leave a pool of one with nothing for the application.
  */
 export class PostgresWakeUp implements WakeUpChannel {
   private readonly sender = randomUUID();
@@ -43,8 +46,11 @@ export class PostgresWakeUp implements WakeUpChannel {
   private lastSent = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
-  private client: PoolClient | undefined;
-  private notifier: Promise<PoolClient & { end(): Promise<void> }> | undefined;
+  private client: OwnClient | undefined;
+  /** The listener being opened, and its connection: close() must not wait for a server that does not answer. */
+  private connecting: Promise<void> | undefined;
+  private starting: OwnClient | undefined;
+  private notifier: Promise<OwnClient> | undefined;
   private detach: (() => void) | undefined;
 
   constructor(
@@ -122,39 +128,66 @@ export class PostgresWakeUp implements WakeUpChannel {
     return this.client?.processID;
   }
 
-  private async connect(wake: () => void, attempt: number): Promise<void> {
-    if (this.closed) return;
-    try {
-      const client = await this.pool().connect();
-      const onNotification = (message: { channel: string; payload?: string }) => {
-        if (message.channel === this.channel && message.payload !== this.sender) wake();
-      };
-      const onLost = (error?: Error) => {
-        detach();
-        if (this.client === client) this.client = undefined;
-        client.release(error ?? true);
-        if (this.closed) return;
-        this.onError(error ?? new Error('the LISTEN connection ended'));
-        setTimeout(() => void this.connect(wake, 0), RECONNECT_MS[0]).unref();
-      };
-      const detach = () => {
-        client.off('notification', onNotification);
-        client.off('error', onLost);
-        client.off('end', onLost);
-      };
-      client.on('notification', onNotification);
-      client.on('error', onLost);
-      client.on('end', onLost);
-      this.detach = detach;
-      await client.query(`LISTEN "${this.channel}"`);
-      this.client = client;
-      // Notifications sent while no one listened are gone: look for work once now.
-      wake();
-    } catch (error) {
+  private connect(wake: () => void, attempt: number): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    const connecting = this.openListener(wake, attempt).finally(() => {
+      if (this.connecting === connecting) this.connecting = undefined;
+    });
+    this.connecting = connecting;
+    return connecting;
+  }
+
+  private async openListener(wake: () => void, attempt: number): Promise<void> {
+    const pool = this.pool();
+    const client = new pool.Client(pool.options);
+    let gone = false;
+    // Once per client, whichever comes first: a failed start, an error, or the end of the connection.
+    const retire = (error: unknown, nextAttempt: number) => {
+      if (gone) return;
+      gone = true;
+      detach();
+      if (this.client === client) this.client = undefined;
+      client.end().catch(() => undefined);
+      if (this.closed) return;
       this.onError(error);
-      const delay = RECONNECT_MS[Math.min(attempt, RECONNECT_MS.length - 1)];
-      setTimeout(() => void this.connect(wake, attempt + 1), delay).unref();
+      const delay = RECONNECT_MS[Math.min(nextAttempt, RECONNECT_MS.length - 1)];
+      setTimeout(() => void this.connect(wake, nextAttempt), delay).unref();
+    };
+    const onNotification = (message: { channel: string; payload?: string }) => {
+      if (message.channel === this.channel && message.payload !== this.sender) wake();
+    };
+    const onLost = (error?: Error) => retire(error ?? new Error('the LISTEN connection ended'), 0);
+    const detach = () => {
+      client.off('notification', onNotification);
+      client.off('error', onLost);
+      client.off('end', onLost);
+      // A socket error after we let go of the client must not crash the process.
+      client.on('error', () => undefined);
+    };
+    client.on('notification', onNotification);
+    client.on('error', onLost);
+    client.on('end', onLost);
+    this.starting = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${this.channel}"`);
+    } catch (error) {
+      retire(error, attempt + 1);
+      return;
+    } finally {
+      this.starting = undefined;
     }
+    if (gone) return;
+    if (this.closed) {
+      gone = true;
+      detach();
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.client = client;
+    this.detach = detach;
+    // Notifications sent while no one listened are gone: look for work once now.
+    wake();
   }
 
   async close(): Promise<void> {
@@ -163,15 +196,14 @@ export class PostgresWakeUp implements WakeUpChannel {
     const notifier = this.notifier;
     this.notifier = undefined;
     await notifier?.then((c) => c.end()).catch(() => undefined);
+    // A listener still starting sees `closed` and ends its own connection.
+    this.starting?.end().catch(() => undefined);
+    await this.connecting;
     const client = this.client;
     this.client = undefined;
     if (!client) return;
     this.detach?.();
-    try {
-      await client.query(`UNLISTEN "${this.channel}"`);
-      client.release();
-    } catch (error) {
-      client.release(error as Error);
-    }
+    // Ending the session ends its LISTEN.
+    await client.end().catch(() => undefined);
   }
 }

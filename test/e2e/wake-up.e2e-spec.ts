@@ -71,6 +71,21 @@ postgres('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)', () => {
     return { publisher, worker, seen: worker.module.get(Seen), store: worker.module.get<OutboxStore>(OUTBOX_STORE) };
   }
 
+  it('runs on a pool of one connection: LISTEN has a connection of its own', async () => {
+    // Before, LISTEN kept the pool's only connection and the first transaction waited forever.
+    const app = await createTestApp({
+      backend: 'postgres',
+      providers: [Seen],
+      outbox: SLEEPY,
+      extraTypeOrm: { extra: { max: 1 } },
+    });
+    apps.push(app);
+    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    await eventually(() => store.wakeUp!.listenerPid, 10_000, 'the listener');
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('wake.me', {}));
+    await eventually(() => app.module.get(Seen).messages.some((m) => m.message.id === id), 10_000, 'the delivery');
+  }, 20_000);
+
   it('delivers in another instance right after the commit', async () => {
     const { publisher, seen } = await pair();
     const { id } = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', {}));
