@@ -60,7 +60,12 @@ export class PostgresWakeUp implements WakeUpChannel {
   ) {
     this.channel = `outbox_${table}`;
     // The table name is an identifier (validated) and the sender a UUID: nothing here needs escaping.
-    this.notifySql = `NOTIFY "${this.channel}", '${this.sender}'`;
+    // NOTIFY takes a transaction id, so each one commits through the WAL; a hint need not wait for
+    // the disk (lost in a crash, it costs one poll interval). SET LOCAL, not SET: behind a
+    // transaction-mode pooler (PgBouncer) a session setting would stay on a server connection that
+    // other clients get next.
+    this.notifySql =
+      `BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY "${this.channel}", '${this.sender}'; COMMIT`;
   }
 
   private readonly notifySql: string;
@@ -93,7 +98,7 @@ export class PostgresWakeUp implements WakeUpChannel {
     this.lastSent = Date.now();
     try {
       const connection = await (this.notifier ??= this.openNotifier());
-      // A simple-protocol statement with no parameters: one message, nothing to parse or bind.
+      // Simple protocol, no parameters: the whole transaction is one message and one round trip.
       await connection.query(this.notifySql);
     } catch (error) {
       this.notifier = undefined; // reconnect on the next commit
@@ -113,9 +118,6 @@ export class PostgresWakeUp implements WakeUpChannel {
       await client.end();
       throw new Error('the wake-up channel closed while connecting');
     }
-    // NOTIFY takes a transaction id, so each one commits through the WAL; a hint need not wait for
-    // the disk (lost in a crash, it costs one poll interval). Only this connection's commits are async.
-    await client.query('SET synchronous_commit TO off');
     return client;
   }
 

@@ -1,10 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Client as PgClient } from 'pg';
 import { OutboxHandler, type OutboxMessage } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/outbox.store';
 import { backends } from '../fixtures/backends';
-import { eventually } from '../fixtures/eventually';
+import { deferred, eventually } from '../fixtures/eventually';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 
 const requestContext = new AsyncLocalStorage<string>();
@@ -85,6 +86,39 @@ postgres('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)', () => {
     const { id } = await app.txHost.withTransaction(() => app.outbox.publish('wake.me', {}));
     await eventually(() => app.module.get(Seen).messages.some((m) => m.message.id === id), 10_000, 'the delivery');
   }, 20_000);
+
+  it('sends NOTIFY in one round trip whose synchronous_commit ends with it (safe behind PgBouncer)', async () => {
+    const publisher = await createTestApp({ backend: 'postgres' }); // worker off: no listener, only the notifier
+    apps.push(publisher);
+    // Watch the connections the wake-up opens of its own (with the pool's client class and settings).
+    const pool = (publisher.dataSource.driver as unknown as { master: { Client: new (o: unknown) => PgClient } }).master;
+    const notified = deferred<{ client: PgClient; queries: string[] }>();
+    const Base = pool.Client;
+    pool.Client = class extends Base {
+      constructor(options: unknown) {
+        super(options);
+        const seen = { client: this as PgClient, queries: [] as string[] };
+        const query = this.query.bind(this) as (text: string) => Promise<unknown>;
+        (this as { query: unknown }).query = (text: string) => {
+          seen.queries.push(text);
+          const result = query(text);
+          if (/NOTIFY/.test(text)) void result.finally(() => notified.resolve(seen));
+          return result;
+        };
+      }
+    };
+    const [{ synchronous_commit: serverDefault }] = await publisher.raw.query<{ synchronous_commit: string }>(
+      'SHOW synchronous_commit',
+    );
+    expect(serverDefault).not.toBe('off'); // else the check below could not tell
+    await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', {}));
+    const notifier = await notified.promise;
+    expect(notifier.queries).toEqual([
+      expect.stringMatching(/^BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY "[^"]+", '[0-9a-f-]{36}'; COMMIT$/),
+    ]);
+    const { rows } = await notifier.client.query('SHOW synchronous_commit');
+    expect(rows[0].synchronous_commit).toBe(serverDefault);
+  });
 
   it('delivers in another instance right after the commit', async () => {
     const { publisher, seen } = await pair();
