@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { OUTBOX_OPTIONS } from './outbox.constants';
 import { getOutboxHandlerMetadata } from './decorators/outbox-handler.decorator';
 import { OutboxConfigurationError } from './errors/outbox.errors';
@@ -42,24 +43,28 @@ export class OutboxExplorer implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    for (const wrapper of this.discovery.getProviders()) {
-      const { instance } = wrapper;
-      if (!instance || typeof instance !== 'object') continue;
-      const prototype = Object.getPrototypeOf(instance);
-      if (!prototype) continue;
-      for (const methodName of this.scanner.getAllMethodNames(prototype)) {
-        const entries = getOutboxHandlerMetadata(prototype[methodName]);
-        if (entries.length === 0) continue;
-        const owner = `${instance.constructor?.name ?? 'anonymous'}.${methodName}`;
-        if (!wrapper.isDependencyTreeStatic()) {
-          this.logger.warn(
-            `@OutboxHandler on ${owner} is ignored: its provider is request-scoped, and the worker runs outside any request`,
-          );
-          continue;
-        }
-        for (const { topic, options } of entries) {
-          this.register(owner, topic, options, instance[methodName].bind(instance));
-        }
+    for (const wrapper of this.discovery.getProviders()) this.explore(wrapper, 'provider');
+    // Nest apps keep message handlers (@EventPattern) on controllers, so @OutboxHandler may sit there too.
+    for (const wrapper of this.discovery.getControllers()) this.explore(wrapper, 'controller');
+  }
+
+  private explore(wrapper: InstanceWrapper, kind: 'provider' | 'controller'): void {
+    const { instance } = wrapper;
+    if (!instance || typeof instance !== 'object') return;
+    const prototype = Object.getPrototypeOf(instance);
+    if (!prototype) return;
+    for (const methodName of this.scanner.getAllMethodNames(prototype)) {
+      const entries = getOutboxHandlerMetadata(prototype[methodName]);
+      if (entries.length === 0) continue;
+      const owner = `${instance.constructor?.name ?? 'anonymous'}.${methodName}`;
+      if (!wrapper.isDependencyTreeStatic()) {
+        this.logger.warn(
+          `@OutboxHandler on ${owner} is ignored: its ${kind} is request-scoped, and the worker runs outside any request`,
+        );
+        continue;
+      }
+      for (const { topic, options } of entries) {
+        this.register(owner, topic, options, instance[methodName].bind(instance));
       }
     }
   }

@@ -1,4 +1,4 @@
-import { Injectable, Module } from '@nestjs/common';
+import { Controller, Injectable, Module, Scope } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken, getRepositoryToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource, Repository } from 'typeorm';
@@ -27,7 +27,7 @@ import {
   uniqueName,
 } from '../fixtures/backends';
 import { mariadbUrl, postgresUrl } from '../fixtures/env';
-import { clsImports } from '../fixtures/test-app';
+import { clsImports, createTestApp, type TestApp } from '../fixtures/test-app';
 import { TransactionHost } from '@nestjs-cls/transactional';
 
 @Injectable()
@@ -263,5 +263,38 @@ describe('start-up errors', () => {
     }
     const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({})], [BadTopic]);
     expect(error.message).toMatch(/letters, digits and/);
+  });
+});
+
+@Controller()
+class OrdersController {
+  seen: OutboxMessage[] = [];
+  @OutboxHandler('thing.happened')
+  async onThing(m: OutboxMessage) {
+    this.seen.push(m);
+  }
+}
+
+@Controller({ scope: Scope.REQUEST })
+class PerRequestController {
+  @OutboxHandler('thing.happened')
+  async onThing() {}
+}
+
+@Module({ controllers: [OrdersController, PerRequestController] })
+class OrdersModule {}
+
+describe.each(backends())('handlers on controllers on %s', (backend) => {
+  let app: TestApp;
+  afterEach(() => app.dispose());
+
+  it('delivers to an @OutboxHandler on a controller; a request-scoped one is skipped with a warning', async () => {
+    app = await createTestApp({ backend, imports: [OrdersModule] });
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('thing.happened', { ok: true }));
+    expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
+    expect(app.module.get(OrdersController).seen.map((m) => m.id)).toEqual([id]);
+    expect(
+      app.logger.matching(/@OutboxHandler on PerRequestController.onThing is ignored: its controller is request-scoped/),
+    ).toHaveLength(1);
   });
 });
