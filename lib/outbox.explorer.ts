@@ -1,10 +1,11 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
-import { OUTBOX_OPTIONS } from './outbox.constants';
+import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS } from './outbox.constants';
 import { getOutboxHandlerMetadata } from './decorators/outbox-handler.decorator';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import type { OutboxHandlerFn, OutboxHandlerOptions } from './interfaces/outbox-message.interface';
+import type { OutboxModuleExtras } from './outbox.module-definition';
 import { targetPolicy, type ResolvedOutboxOptions, type ResolvedRoute } from './outbox.options';
 import { SendBatcher } from './transports/send-batcher';
 import { topicMatches } from './utils/topic-pattern';
@@ -24,7 +25,6 @@ const TARGET_CACHE_LIMIT = 10_000;
 
 const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry'];
 
-
 /**
  * Finds `@OutboxHandler()` methods once, at module init, and serves the delivery targets of a topic:
  * its handlers and the transports of every matching route.
@@ -43,6 +43,7 @@ export class OutboxExplorer implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
+    this.refuseSeveralGlobalOutboxes();
     for (const wrapper of this.discovery.getProviders()) this.explore(wrapper, 'provider');
     // Nest apps keep message handlers (@EventPattern) on controllers, so @OutboxHandler may sit there too.
     for (const wrapper of this.discovery.getControllers()) this.explore(wrapper, 'controller');
@@ -67,6 +68,27 @@ export class OutboxExplorer implements OnModuleInit {
         this.register(owner, topic, options, instance[methodName].bind(instance));
       }
     }
+  }
+
+  /**
+   * Two global outboxes in one application would both provide `OutboxService` everywhere, and Nest
+   * silently resolves it to the last one. Counted per application (discovery sees only its own
+   * modules), so several applications in one process are unaffected.
+   */
+  private refuseSeveralGlobalOutboxes(): void {
+    const globals = this.discovery
+      .getProviders()
+      .filter((wrapper) => wrapper.token === OUTBOX_EXTRAS)
+      .map((wrapper) => wrapper.instance as OutboxModuleExtras | undefined)
+      .filter((extras) => extras?.isGlobal);
+    if (globals.length < 2) return;
+    const tables = globals.map((extras) => extras!.tableName ?? DEFAULT_TABLE_NAME).join(', ');
+    throw new OutboxConfigurationError(
+      'isGlobal',
+      `${globals.length} OutboxModules are global in this application (tables ${tables}), and OutboxService would ` +
+        'resolve to only one of them. Keep one global; register every other outbox with isGlobal: false in the module ' +
+        'that uses it, and inject its OutboxService there',
+    );
   }
 
   private register(owner: string, topic: string, options: OutboxHandlerOptions, invoke: OutboxHandlerFn): void {

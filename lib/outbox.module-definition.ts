@@ -12,7 +12,10 @@ import { OutboxStore } from './outbox.store';
  * declared — also with forRootAsync, where they sit beside `useFactory`.
  */
 export interface OutboxModuleExtras {
-  /** Make `OutboxService` injectable everywhere without importing the module again. Default `true`. */
+  /**
+   * Make `OutboxService` injectable everywhere without importing the module again. Default `true`; at
+   * most one global outbox per application, the others `false`, each injected through its module.
+   */
   isGlobal?: boolean;
   tableName?: string;
   dataSource?: string | DataSource;

@@ -27,7 +27,7 @@ import {
   uniqueName,
 } from '../fixtures/backends';
 import { mariadbUrl, postgresUrl } from '../fixtures/env';
-import { clsImports, createTestApp, type TestApp } from '../fixtures/test-app';
+import { clsImports, createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 import { TransactionHost } from '@nestjs-cls/transactional';
 
 @Injectable()
@@ -255,6 +255,25 @@ describe('start-up errors', () => {
     expect(error.message).toMatch(/a handler named "same" is already registered/);
   });
 
+  it('refuses two global OutboxModules in one application, saying how to register the others', async () => {
+    const own = sqliteFile();
+    const error = await bootError([
+      // Both tables exist: the refusal is about the modules, not about a missing migration.
+      TypeOrmModule.forRoot({
+        ...sqliteOptions(sqliteBackends()[0], own),
+        migrations: [OutboxMigration, createOutboxMigration('second_outbox')],
+        migrationsRun: true,
+      }),
+      ...clsImports(),
+      OutboxModule.forRoot({ worker: { enabled: false } }),
+      OutboxModule.forRoot({ tableName: 'second_outbox', worker: { enabled: false } }),
+    ]);
+    expect(error.option).toBe('isGlobal');
+    expect(error.message).toMatch(/2 OutboxModules are global in this application \(tables outbox_event, second_outbox\)/);
+    expect(error.message).toMatch(/isGlobal: false in the module that uses it/);
+    removeSqliteFile(own);
+  });
+
   it('refuses an invalid handler topic', async () => {
     @Injectable()
     class BadTopic {
@@ -296,5 +315,64 @@ describe.each(backends())('handlers on controllers on %s', (backend) => {
     expect(
       app.logger.matching(/@OutboxHandler on PerRequestController.onThing is ignored: its controller is request-scoped/),
     ).toHaveLength(1);
+  });
+});
+
+describe.each(backends())('several outboxes in one application on %s', (backend) => {
+  const second = uniqueName('second');
+  let app: TestApp;
+  afterEach(async () => {
+    await app.close();
+    if (!isSqlite(backend)) await app.raw.query(`DROP TABLE IF EXISTS "${second}"`);
+    await app.dispose();
+  });
+
+  it('one global and one with isGlobal: false: each is injected where it is registered and delivers its own table', async () => {
+    @Injectable()
+    class SecondOutboxUser {
+      constructor(
+        readonly outbox: OutboxService,
+        readonly worker: OutboxWorker,
+      ) {}
+    }
+    @Injectable()
+    class GlobalOutboxUser {
+      constructor(
+        readonly outbox: OutboxService,
+        readonly worker: OutboxWorker,
+      ) {}
+    }
+    @Module({
+      imports: [OutboxModule.forRoot({ isGlobal: false, tableName: second, worker: { enabled: false } })],
+      providers: [SecondOutboxUser],
+      exports: [SecondOutboxUser],
+    })
+    class SecondOutboxModule {}
+
+    const table = uniqueName();
+    app = await createTestApp({
+      backend,
+      table,
+      providers: [Sink, GlobalOutboxUser],
+      imports: [SecondOutboxModule],
+      extraTypeOrm: { migrations: [createOutboxMigration(table), createOutboxMigration(second)] },
+    });
+    // Injected, as an application gets them (TestingModule.get would take whichever it finds first).
+    const main = app.module.get(GlobalOutboxUser);
+    const other = app.module.get(SecondOutboxUser);
+    expect(other.outbox).not.toBe(main.outbox);
+
+    const [first, last] = await app.txHost.withTransaction(async () => [
+      await main.outbox.publish('thing.happened', { via: 'global' }),
+      await other.outbox.publish('thing.happened', { via: 'second' }),
+    ]);
+    expect((await outboxRows(app)).map((r) => r.id)).toEqual([first.id]);
+    expect((await app.raw.query(`SELECT "id" FROM "${second}"`)).map((r) => r.id)).toEqual([last.id]);
+
+    const sink = app.module.get(Sink);
+    await main.worker.drain();
+    expect(sink.seen.map((m) => m.id)).toEqual([first.id]);
+    await other.worker.drain();
+    expect(sink.seen.map((m) => m.id)).toEqual([first.id, last.id]);
   });
 });
