@@ -9,6 +9,9 @@ import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { AsyncResource } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
+import { AckBuffer } from './delivery/ack-buffer';
+import { describeError } from './delivery/describe-error';
+import { LazyAbort } from './delivery/lazy-abort';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from './errors/outbox.errors';
 import type { StoredEvent } from './dialects/outbox-dialect.interface';
@@ -52,77 +55,6 @@ class OutboxHandlerTimeoutError extends Error {
 }
 
 const MAX_ERROR_LENGTH = 4000;
-/** Successes of a slow batch are acknowledged at least this often, not only when the batch ends. */
-const ACK_FLUSH_MS = 250;
-
-/**
- * An AbortSignal made on first use: most handlers never read `message.signal`, and creating one per
- * call was the largest cost of a fast drain.
- */
-class LazyAbort {
-  private controller: AbortController | undefined;
-  private reason: unknown;
-  private aborted = false;
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.aborted) this.controller.abort(this.reason);
-    }
-    return this.controller.signal;
-  }
-
-  abort(reason: unknown): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = reason;
-    this.controller?.abort(reason);
-  }
-}
-
-/** Collects the ids of a batch's successes for one acknowledgement statement. */
-class AckBuffer {
-  private ids: string[] = [];
-  private since = performance.now();
-
-  constructor(private readonly write: (ids: string[]) => Promise<void>) {}
-
-  add(id: string): void {
-    this.ids.push(id);
-  }
-
-  async flushIfStale(): Promise<void> {
-    if (this.ids.length > 0 && performance.now() - this.since >= ACK_FLUSH_MS) await this.flush();
-  }
-
-  async flush(): Promise<void> {
-    const ids = this.ids;
-    this.ids = [];
-    this.since = performance.now();
-    if (ids.length > 0) await this.write(ids);
-  }
-}
-
-/**
- * An error by its shape, not by `instanceof Error`: one made in another realm (a vm context, or a
- * native driver whose error class was bound to another context, as under Jest) is an error too.
- */
-function isErrorLike(error: unknown): error is { name: string; message: string } {
-  if (error instanceof Error) return true;
-  const e = error as { name?: unknown; message?: unknown } | null;
-  return typeof e === 'object' && e !== null && typeof e.name === 'string' && typeof e.message === 'string';
-}
-
-function describeError(error: unknown): string {
-  if (isErrorLike(error)) return `${error.name}: ${error.message}`;
-  let text: string;
-  try {
-    text = typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
-  } catch {
-    text = String(error);
-  }
-  return `non-Error rejection: ${text}`;
-}
 
 function emptyResult(): OutboxDrainResult {
   return { delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 };
@@ -339,11 +271,13 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       while (next < events.length) {
         const event = events[next++];
         if (await this.deliver(event, token, claimedAt, total)) acks.add(event.id);
-        await acks.flushIfStale();
       }
     });
-    await Promise.all(lanes);
-    await acks.flush();
+    try {
+      await Promise.all(lanes);
+    } finally {
+      await acks.close();
+    }
   }
 
   /** One statement for a batch of successes, fenced by the claim token. */

@@ -336,6 +336,30 @@ describe.each(backends())('worker on %s', (backend) => {
     expect(rows.map((r) => [r.status, r.attempts])).toEqual(published.map(() => ['delivered', 1]));
   });
 
+  it('acknowledges the finished events of a batch while one of its handlers is still running', async () => {
+    await start({ worker: { concurrency: 10 } });
+    const { id: slowId } = await publish('blocking');
+    const fast = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: 9 }, (_, n) => ({ topic: 'plain', payload: { n } }))),
+    );
+    const draining = app.worker.drain();
+    await b.entered.promise;
+    // The nine lanes that finished are idle from here on; the batch's own timer writes their successes.
+    await eventually(
+      async () => {
+        const rows = await outboxRows(app);
+        return fast.every(({ id }) => rows.find((r) => r.id === id)?.status === 'delivered');
+      },
+      10_000,
+      'the nine fast events acknowledged',
+    );
+    expect(b.running).toBe(1);
+    expect(await row(slowId)).toMatchObject({ status: 'pending' });
+    b.gate.resolve();
+    expect(await draining).toMatchObject({ delivered: 10 });
+    expect(await row(slowId)).toMatchObject({ status: 'delivered', claim_token: null });
+  });
+
   it('never overlaps itself: a second drain waits for the first', async () => {
     await start({ worker: { concurrency: 1, batchSize: 1 } });
     await publish('blocking', { n: 1 });

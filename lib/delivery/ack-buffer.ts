@@ -1,0 +1,41 @@
+/** Successes of a batch are acknowledged at least this often, not only when the batch ends. */
+export const ACK_FLUSH_MS = 250;
+
+/**
+ * Collects the ids of a batch's successes for one acknowledgement statement, and writes them on a
+ * timer of its own: a batch whose lanes sit idle behind one slow handler still acknowledges what
+ * finished, so a crash then does not deliver it again.
+ *
+ * `write` must not reject (the worker logs its own errors). Writes run one after another, so a
+ * flush resolves only when everything buffered before it is written.
+ */
+export class AckBuffer {
+  private ids: string[] = [];
+  private writing: Promise<void> = Promise.resolve();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly write: (ids: string[]) => Promise<void>) {
+    this.timer = setInterval(() => void this.flush(), ACK_FLUSH_MS);
+    // A pending acknowledgement never keeps the process alive on its own.
+    this.timer.unref();
+  }
+
+  add(id: string): void {
+    this.ids.push(id);
+  }
+
+  flush(): Promise<void> {
+    const ids = this.ids;
+    if (ids.length > 0) {
+      this.ids = [];
+      this.writing = this.writing.then(() => this.write(ids));
+    }
+    return this.writing;
+  }
+
+  /** The batch has ended: stops the timer and writes what is left. */
+  close(): Promise<void> {
+    clearInterval(this.timer);
+    return this.flush();
+  }
+}
