@@ -74,9 +74,16 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   private current: Promise<unknown> = Promise.resolve();
   private busy = false;
   private stopping = false;
-  /** Set once shutdown has given up on in-flight work: from then on no SQL is issued. */
+  /**
+   * Set once shutdown stops waiting: from then on only shutdown itself writes, and a handler that
+   * ends is not recorded.
+   */
   private closed = false;
   private readonly inFlight = new Map<string, { token: string; abort: Set<LazyAbort> }>();
+  /** Claimed events no handler has started yet: what shutdown gives back, uncounted, if it times out. */
+  private readonly waiting = new Map<string, { token: string; total: OutboxDrainResult }>();
+  /** The successes of the batches running now, not yet written. */
+  private readonly ackBuffers = new Set<AckBuffer>();
   /** A wake-up asked for while a run was busy: run again right after it. */
   private kicked = false;
   /** The worker's own async context, so a wake-up from a request never runs in that request's. */
@@ -123,22 +130,42 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
     ]);
     clearTimeout(timer);
-    // From here on the worker writes nothing but the releases below: a handler that ends late is
-    // not recorded, and nothing runs after TypeORM destroys the DataSource.
+    // From here on the worker writes nothing but what shutdown writes below: a handler that ends late
+    // is not recorded, and nothing runs after TypeORM destroys the DataSource.
     this.closed = true;
-    await this.stopTransports();
-    if (!finished) {
-      const pending = [...this.inFlight.entries()];
-      this.logger.warn(
-        `Shutdown: ${pending.length} handler(s) still running after ${timeoutMs} ms; releasing their events`,
-      );
-      await Promise.all(
-        pending.map(async ([id, { token, abort }]) => {
-          for (const signal of abort) signal.abort(new Error('the application is shutting down'));
-          await this.store.release(id, token, false).catch((error) => this.logStoreError('release', id, error));
-        }),
-      );
+    if (finished) await this.stopTransports();
+    else await this.abandonRun(timeoutMs);
+  }
+
+  /**
+   * Gives up the run that outlived the shutdown timeout, keeping all that already happened: the
+   * successes that finished are acknowledged first, the claimed events no handler started go back
+   * with their attempt uncounted, and those still running go back with theirs counted.
+   */
+  private async abandonRun(timeoutMs: number): Promise<void> {
+    // Taken at once: an event whose handler ends from now on goes back with the running ones.
+    const running = [...this.inFlight.entries()];
+    const unstarted = new Map<string, { ids: string[]; total: OutboxDrainResult }>();
+    for (const [id, { token, total }] of this.waiting) {
+      const claim = unstarted.get(token) ?? { ids: [], total };
+      claim.ids.push(id);
+      unstarted.set(token, claim);
     }
+    const unstartedCount = this.waiting.size;
+    this.waiting.clear();
+    await Promise.all([...this.ackBuffers].map((acks) => acks.flush()));
+    await this.stopTransports();
+    this.logger.warn(
+      `Shutdown: ${running.length} handler(s) still running after ${timeoutMs} ms; releasing their events` +
+        ` and the ${unstartedCount} claimed event(s) not started`,
+    );
+    await Promise.all([
+      ...[...unstarted].map(([token, { ids, total }]) => this.releaseUnstarted(ids, token, total)),
+      ...running.map(async ([id, { token, abort }]) => {
+        for (const signal of abort) signal.abort(new Error('the application is shutting down'));
+        await this.store.release(id, token, false).catch((error) => this.logStoreError('release', id, error));
+      }),
+    ]);
   }
 
   private async stopTransports(): Promise<void> {
@@ -200,11 +227,17 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         break;
       }
       const claimedAt = performance.now();
+      for (const event of claim.events) this.waiting.set(event.id, { token: claim.token, total });
       for (const event of claim.deadLettered) {
         total.deadLettered++;
         this.logger.error(`Dead-lettered outbox event ${event.id} (${event.topic}): ${event.lastError}`);
       }
-      const gaveBack = await this.processBatch(claim.events, claim.token, claimedAt, total);
+      let gaveBack: number;
+      try {
+        gaveBack = await this.processBatch(claim.events, claim.token, claimedAt, total);
+      } finally {
+        for (const event of claim.events) this.waiting.delete(event.id);
+      }
       // Events given back for isolation are due at once: claim again rather than wait for a poll.
       if (gaveBack === 0 && done(claim.events.length + claim.deadLettered.length)) break;
     }
@@ -234,7 +267,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     const [alone, ...later] = suspects;
     let gaveBack = 0;
     if (later.length > 0) {
-      gaveBack = await this.releaseUnstarted(later, token, total);
+      gaveBack = await this.releaseUnstarted(later.map((e) => e.id), token, total);
     }
     await this.runConcurrently(events.filter((e) => !suspects.includes(e)), token, claimedAt, total);
     this.logger.log(
@@ -245,8 +278,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     return gaveBack;
   }
 
-  private async releaseUnstarted(events: StoredEvent[], token: string, total: OutboxDrainResult): Promise<number> {
-    const ids = events.map((e) => e.id);
+  /** Gives claimed events back uncounted, in one statement. */
+  private async releaseUnstarted(ids: string[], token: string, total: OutboxDrainResult): Promise<number> {
+    for (const id of ids) this.waiting.delete(id);
     try {
       const released = await this.store.releaseMany(ids, token, true);
       total.released += released;
@@ -266,26 +300,27 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   ): Promise<void> {
     if (events.length === 0) return;
     const acks = new AckBuffer((ids) => this.acknowledge(ids, token, total));
+    this.ackBuffers.add(acks);
     let next = 0;
     const lanes = Array.from({ length: Math.min(this.options.worker.concurrency, events.length) }, async () => {
       while (next < events.length) {
         const event = events[next++];
-        if (await this.deliver(event, token, claimedAt, total)) acks.add(event.id);
+        if (!(await this.deliver(event, token, claimedAt, total))) continue;
+        // Buffered successes are written by shutdown too; one that ends after it closed is not.
+        if (!this.closed) acks.add(event.id);
+        else this.logger.warn(`Outbox acknowledgement of event ${event.id} skipped: the worker has shut down`);
       }
     });
     try {
       await Promise.all(lanes);
     } finally {
+      this.ackBuffers.delete(acks);
       await acks.close();
     }
   }
 
   /** One statement for a batch of successes, fenced by the claim token. */
   private async acknowledge(ids: string[], token: string, total: OutboxDrainResult): Promise<void> {
-    if (this.closed) {
-      this.logger.warn(`Outbox acknowledgement of ${ids.length} event(s) skipped: the worker has shut down`);
-      return;
-    }
     try {
       const acknowledged = await this.store.acknowledge(ids, token);
       total.delivered += acknowledged;
@@ -308,6 +343,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     claimedAt: number,
     total: OutboxDrainResult,
   ): Promise<boolean> {
+    // Given back by a shutdown that timed out while it waited for a lane.
+    if (!this.waiting.delete(event.id)) return false;
     const handlers = this.explorer.targetsFor(event.topic);
     const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
     const longest = Math.max(0, ...pending.map((h) => h.timeoutMs));

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, type OutboxMessage } from '../../lib';
 import { backends } from '../fixtures/backends';
-import { deferred } from '../fixtures/eventually';
+import { deferred, eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
 @Injectable()
@@ -23,6 +23,16 @@ class Slow {
   }
 }
 
+@Injectable()
+class Fast {
+  calls: OutboxMessage[] = [];
+
+  @OutboxHandler('fast')
+  async handle(m: OutboxMessage) {
+    this.calls.push(m);
+  }
+}
+
 describe.each(backends())('graceful shutdown on %s', (backend) => {
   let app: TestApp;
   let slow: Slow;
@@ -30,7 +40,7 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
   let statements: boolean[];
 
   async function start(worker: Record<string, number | boolean>) {
-    app = await createTestApp({ backend, providers: [Slow], outbox: { worker } });
+    app = await createTestApp({ backend, providers: [Slow, Fast], outbox: { worker } });
     slow = app.module.get(Slow);
     statements = [];
     const create = app.dataSource.createQueryRunner.bind(app.dataSource);
@@ -88,5 +98,83 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
     expect(statements.every((initialised) => initialised)).toBe(true);
     expect(app.logger.matching(/still running after 100 ms; releasing/)).toHaveLength(1);
     expect(app.logger.matching(/skipped: the worker has shut down/)).toHaveLength(1);
+  });
+
+  /** The same table in a fresh application, as after a restart; its Slow handler returns at once. */
+  async function restart(): Promise<TestApp> {
+    const next = await createTestApp({
+      backend,
+      table: app.table,
+      sqlitePath: app.sqlitePath,
+      providers: [Slow, Fast],
+      outbox: { retry: { maxAttempts: 5 } },
+    });
+    next.module.get(Slow).gate.resolve();
+    return next;
+  }
+
+  async function closeRestarted(next: TestApp) {
+    await next.close();
+    await next.raw.close();
+  }
+
+  it('at shutdownTimeoutMs writes the acknowledgements of the batch-mates that finished: nothing runs twice after a restart', async () => {
+    await start({ enabled: false, concurrency: 10, shutdownTimeoutMs: 100 });
+    const [slowEvent] = await publishSlow(1);
+    const fast = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([0, 1, 2, 3].map((i) => ({ topic: 'fast', payload: { i } }))),
+    );
+    const draining = app.worker.drain();
+    await slow.entered.promise;
+    await eventually(() => app.module.get(Fast).calls.length === 4, 10_000, 'the four fast handlers');
+    await app.close();
+    await draining;
+
+    const byId = new Map((await outboxRows(app)).map((r) => [r.id, r]));
+    for (const { id } of fast) expect(byId.get(id)).toMatchObject({ status: 'delivered', claim_token: null });
+    expect(byId.get(slowEvent.id)).toMatchObject({ status: 'pending', claim_token: null, attempts: 1 });
+    expect(statements.every((initialised) => initialised)).toBe(true);
+
+    const next = await restart();
+    try {
+      expect(await next.worker.drain()).toMatchObject({ delivered: 1 });
+      expect(next.module.get(Fast).calls).toHaveLength(0);
+      expect(next.module.get(Slow).calls.map((m) => m.id)).toEqual([slowEvent.id]);
+    } finally {
+      await closeRestarted(next);
+    }
+  });
+
+  it('at shutdownTimeoutMs gives back the claimed events that never started, uncounted and due at once', async () => {
+    await start({ enabled: false, concurrency: 1, shutdownTimeoutMs: 100 });
+    const published = await publishSlow(5);
+    const draining = app.worker.drain();
+    await slow.entered.promise;
+    const started = slow.calls[0].id;
+    await app.close();
+    await draining;
+
+    expect(slow.calls).toHaveLength(1);
+    const byId = new Map((await outboxRows(app)).map((r) => [r.id, r]));
+    expect(byId.get(started)).toMatchObject({ status: 'pending', claim_token: null, attempts: 1 });
+    const unstarted = published.filter((p) => p.id !== started);
+    for (const { id } of unstarted) {
+      expect(byId.get(id)).toMatchObject({ status: 'pending', claim_token: null, attempts: 0 });
+    }
+    // Only the outcome of the handler that ended after the worker closed goes unwritten.
+    expect(app.logger.matching(/skipped: the worker has shut down/)).toHaveLength(1);
+    expect(statements.every((initialised) => initialised)).toBe(true);
+
+    // Due at once, not after the 60 s lease: a restarted worker delivers all five now, the four
+    // given back on their first attempt.
+    const next = await restart();
+    try {
+      expect(await next.worker.drain()).toMatchObject({ delivered: 5 });
+      const attempts = new Map(next.module.get(Slow).calls.map((m) => [m.id, m.attempt]));
+      expect(attempts.get(started)).toBe(2);
+      for (const { id } of unstarted) expect(attempts.get(id)).toBe(1);
+    } finally {
+      await closeRestarted(next);
+    }
   });
 });
