@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import { describeError } from './delivery/describe-error';
 import { dialectForType, isSqlite } from './dialects';
 import type {
   FailureUpdate,
@@ -22,6 +23,12 @@ export interface ClaimResult {
   events: StoredEvent[];
   /** Events whose final attempt's lease had expired: dead-lettered by the claim. */
   deadLettered: StoredEvent[];
+  /**
+   * Claimed rows that cannot be decoded (say, JSON cut short by MySQL's non-strict `sql_mode`), with
+   * the reason. `deadLettered`: the claim already dead-lettered it, its attempts spent; else it is
+   * leased to this claim like the events.
+   */
+  undecodable: Array<{ id: string; error: string; deadLettered: boolean }>;
 }
 
 const COLUMNS_PER_INSERTED_ROW = 8;
@@ -217,12 +224,21 @@ export class OutboxStore {
   async claim(args: { batchSize: number; leaseMs: number; maxAttempts: number }): Promise<ClaimResult> {
     const token = randomUUID();
     const rows = await this.dialect.claim(this.executor, this.table, { ...args, token });
-    const decoded = rows.map((row) => this.dialect.decode(row));
-    return {
-      token,
-      events: decoded.filter((e) => e.status === 'pending').sort(byDueTime),
-      deadLettered: decoded.filter((e) => e.status === 'dead'),
-    };
+    const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [] };
+    // The claim has committed: one row that cannot be read must not take its batch-mates down with it.
+    for (const row of rows) {
+      let event: StoredEvent;
+      try {
+        event = this.dialect.decode(row);
+      } catch (error) {
+        claim.undecodable.push({ id: String(row.id), error: describeError(error), deadLettered: row.status === 'dead' });
+        continue;
+      }
+      if (event.status === 'pending') claim.events.push(event);
+      else if (event.status === 'dead') claim.deadLettered.push(event);
+    }
+    claim.events.sort(byDueTime);
+    return claim;
   }
 
   /** Acknowledges a batch in one statement; returns how many `token` still held (the rest lost their lease). */

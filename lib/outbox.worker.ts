@@ -19,7 +19,7 @@ import { previousAttemptExpired } from './dialects/dialect.util';
 import type { OutboxMessage } from './interfaces/outbox-message.interface';
 import { OutboxExplorer, type DeliveryTarget } from './outbox.explorer';
 import type { ResolvedOutboxOptions } from './outbox.options';
-import type { OutboxStore } from './outbox.store';
+import type { ClaimResult, OutboxStore } from './outbox.store';
 import { backoffDelayMs } from './utils/backoff';
 
 /** What one `drain()` did. */
@@ -234,14 +234,43 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       }
       let gaveBack: number;
       try {
+        for (const row of claim.undecodable) await this.deadLetterUndecodable(row, claim.token, total);
         gaveBack = await this.processBatch(claim.events, claim.token, claimedAt, total);
       } finally {
         for (const event of claim.events) this.waiting.delete(event.id);
       }
       // Events given back for isolation are due at once: claim again rather than wait for a poll.
-      if (gaveBack === 0 && done(claim.events.length + claim.deadLettered.length)) break;
+      const claimed = claim.events.length + claim.deadLettered.length + claim.undecodable.length;
+      if (gaveBack === 0 && done(claimed)) break;
     }
     return total;
+  }
+
+  /**
+   * A claimed row the store could not decode (JSON cut short by MySQL's non-strict `sql_mode`, say):
+   * no handler can be given it, and retrying cannot mend it. Dead-lettered alone, with the reason.
+   */
+  private async deadLetterUndecodable(
+    row: ClaimResult['undecodable'][number],
+    token: string,
+    total: OutboxDrainResult,
+  ): Promise<void> {
+    const error = `the stored row cannot be decoded (${row.error}); it was dead-lettered without delivery`;
+    if (!row.deadLettered) {
+      const recorded = await this.record('failure', row.id, () =>
+        this.store.fail(row.id, token, {
+          deadLetter: true,
+          error: error.slice(0, MAX_ERROR_LENGTH),
+          completedHandlers: [],
+          retryDelayMs: 0,
+        }),
+      );
+      if (recorded === 'rejected') total.lostLeases++;
+      if (recorded !== 'done') return;
+    }
+    // Else the claim dead-lettered it already, its attempts spent: only the reading failed.
+    total.deadLettered++;
+    this.logger.error(`Dead-lettered outbox event ${row.id}: ${error}`);
   }
 
   /**
