@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { dialectForType } from '../lib/dialects';
+import { outboxTable } from '../lib/dialects/outbox-table';
 import { MARIADB_URL, PG_URL, SQLITE_FILE, type Db } from './env';
 
 /** Hand-written SQL with the bare drivers: the baseline every figure is compared with. */
@@ -101,7 +102,7 @@ export async function createTables(db: Db, r: Raw, table: string): Promise<void>
   await r.query(`DROP TABLE IF EXISTS ${q(db, table)}`);
   await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
   const type = db === 'postgres' ? 'postgres' : db === 'mariadb' ? 'mariadb' : 'better-sqlite3';
-  for (const sql of dialectForType(type).createSchema(table)) await r.query(sql);
+  for (const sql of dialectForType(type).createSchema(outboxTable(table))) await r.query(sql);
   await r.query(`CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`);
 }
 

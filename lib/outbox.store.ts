@@ -11,8 +11,10 @@ import type {
   StoredEvent,
   WakeUpChannel,
 } from './dialects/outbox-dialect.interface';
+import { outboxTable, outboxTableOn, type OutboxTable } from './dialects/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from './dialects/sqlite-connection-gate';
-import { OutboxDedupeConflictError } from './errors/outbox.errors';
+import { OutboxDedupeConflictError, OutboxTableMissingError } from './errors/outbox.errors';
+import { DEFAULT_TABLE_NAME } from './outbox.constants';
 import type { OutboxCounts, PublishResult } from './interfaces/outbox-message.interface';
 import { canonicalJson, type ValidatedEvent } from './outbox.validation';
 import { uuidv7 } from './utils/uuidv7';
@@ -50,13 +52,18 @@ export class OutboxStore {
   readonly wakeUp: WakeUpChannel | undefined;
   private readonly committedListeners: Array<() => void> = [];
 
+  /** Where the table lives: TypeORM's `entityPrefix` and PostgreSQL `schema` of the DataSource apply. */
+  readonly table: OutboxTable;
+
   constructor(
     readonly dataSource: DataSource,
-    readonly table: string,
+    tableName: string,
   ) {
+    this.table = outboxTableOn(dataSource, tableName);
+    this.publishedKey = `outbox:published:${this.table.path}`;
     this.dialect = dialectForType(String(dataSource.options.type));
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
-    this.wakeUp = this.dialect.wakeUpChannel?.(dataSource, table, (error) => this.onWakeUpError?.(error));
+    this.wakeUp = this.dialect.wakeUpChannel?.(dataSource, this.table, (error) => this.onWakeUpError?.(error));
     dataSource.subscribers.push(this.commitWatcher());
   }
 
@@ -89,13 +96,44 @@ export class OutboxStore {
     };
   }
 
-  private readonly publishedKey = `outbox:published:${this.table}`;
+  /** Marks, on a query runner, a transaction that published to this table. */
+  private readonly publishedKey: string;
 
   /** A store whose server has been checked: too old a server stops the start-up. */
   static async create(dataSource: DataSource, table: string): Promise<OutboxStore> {
     const store = new OutboxStore(dataSource, table);
     await store.dialect.verifyServer(store.executor);
+    await store.verifyTable(table);
     return store;
+  }
+
+  /**
+   * Refuses to start on a table that is not where the entity and the worker look, naming the fix. A
+   * table under the bare name elsewhere was made by a version that ignored the DataSource's `schema`
+   * and `entityPrefix`: it still holds that install's events, so it is moved, never recreated.
+   */
+  private async verifyTable(tableName: string): Promise<void> {
+    if (await this.exists(this.table)) return;
+    const bare = outboxTable(tableName);
+    const migration = `the migration ${tableName === DEFAULT_TABLE_NAME ? 'OutboxMigration' : `createOutboxMigration('${tableName}')`}`;
+    if (bare.path !== this.table.path && (await this.exists(bare))) {
+      throw new OutboxTableMissingError(
+        this.table.path,
+        `A table "${tableName}" exists where the connection resolves unqualified names: an earlier version put it ` +
+          `there, ignoring the DataSource's schema/entityPrefix. Move it (with its events) before starting: ` +
+          this.dialect.relocate(bare, this.table).join('; '),
+      );
+    }
+    throw new OutboxTableMissingError(
+      this.table.path,
+      `Add ${migration} to the DataSource's migrations and run them (migrationsRun: true, or the TypeORM CLI).`,
+    );
+  }
+
+  private async exists(table: OutboxTable): Promise<boolean> {
+    const { rows } = await this.executor.run(this.dialect.tableExists(table));
+    const found = rows[0]?.found;
+    return found === true || Number(found) > 0;
   }
 
   /** The worker's way to the database: each statement or transaction outside any application transaction. */

@@ -95,7 +95,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     private readonly explorer: OutboxExplorer,
     private readonly moduleRef: ModuleRef,
   ) {
-    this.intervalName = `outbox-worker:${options.tableName}`;
+    this.intervalName = `outbox-worker:${store.table.path}`;
   }
 
   async onApplicationBootstrap(): Promise<void> {

@@ -1,5 +1,6 @@
 import type { ValidatedEvent } from '../outbox.validation';
 import type { OutboxStatus, StoredEvent } from './outbox-dialect.interface';
+import type { OutboxTable } from './outbox-table';
 
 import { OutboxUnsupportedDatabaseError } from '../errors/outbox.errors';
 
@@ -36,6 +37,11 @@ export function requireVersion(product: string, found: string, minimum: string):
 
 export function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
+}
+
+/** A table, schema-qualified when it has a schema. */
+export function quoteTable(table: OutboxTable): string {
+  return table.schema ? `${quoteIdent(table.schema)}.${quoteIdent(table.name)}` : quoteIdent(table.name);
 }
 
 export function indexNames(table: string) {
@@ -113,6 +119,12 @@ export const INSERT_COLUMNS = ['id', 'topic', 'key', 'dedupe_key', 'payload', 'h
  */
 export const LEASE_EXPIRED =
   'did not finish before its lease expired (the worker stopped, crashed or was too slow)';
+
+/**
+ * Written by the claim that dead-letters an event whose last attempt was given back unfinished (a
+ * release at shutdown) and left no error of its own. Any recorded error is kept instead.
+ */
+export const NO_OUTCOME = 'ended without a recorded outcome, and no attempt is left';
 
 const EXPIRED_ATTEMPT = new RegExp(`^attempt (\\d+) of \\d+ ${LEASE_EXPIRED.replace(/[()]/g, '\\$&')}$`);
 

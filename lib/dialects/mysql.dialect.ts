@@ -6,10 +6,12 @@ import {
   INSERT_COLUMNS,
   insertParams,
   LEASE_EXPIRED,
+  NO_OUTCOME,
   onDedupeConflict,
   requireVersion,
 } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
+import type { OutboxTable } from './outbox-table';
 
 const NOW = 'UTC_TIMESTAMP(6)';
 const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
@@ -20,7 +22,7 @@ const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
  * including producers' uncommitted inserts: a deadlock with the application's own transaction (seen in
  * the fault suite's starved-pool scenario). By primary key it locks exactly the rows it changes.
  */
-const byId = (table: string) => `${q(table)} FORCE INDEX (PRIMARY)`;
+const byId = (table: OutboxTable) => `${qt(table)} FORCE INDEX (PRIMARY)`;
 
 const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`available_at\` > ${NOW}`;
 /** Times leave the server as UTC ISO-8601 text, so neither mysql2's `timezone` nor the session's matters. */
@@ -46,6 +48,9 @@ function q(name: string): string {
   return `\`${name.replace(/`/g, '``')}\``;
 }
 
+/** The table in the connection's database: TypeORM's `schema` option is PostgreSQL's alone. */
+const qt = (table: OutboxTable) => q(table.name);
+
 /** A JavaScript Date as a DATETIME(6) literal in UTC. */
 function utcDatetime(date: Date): string {
   return date.toISOString().replace('T', ' ').replace('Z', '');
@@ -68,16 +73,27 @@ export class MysqlDialect implements OutboxDialect {
     else requireVersion('MySQL', version, '8.0.13');
   }
 
+  tableExists(table: OutboxTable): Statement {
+    return {
+      sql: 'SELECT COUNT(*) AS `found` FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?',
+      params: [table.name],
+    };
+  }
+
+  relocate(from: OutboxTable, to: OutboxTable): string[] {
+    return [`RENAME TABLE ${qt(from)} TO ${qt(to)}`];
+  }
+
   isTransient(error: unknown): boolean {
     // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
     const errno = driverErrno(error);
     return errno === 1213 || errno === 1205;
   }
 
-  createSchema(table: string): string[] {
-    const idx = indexNames(table);
+  createSchema(table: OutboxTable): string[] {
+    const idx = indexNames(table.name);
     return [
-      `CREATE TABLE ${q(table)} (
+      `CREATE TABLE ${qt(table)} (
         \`id\` char(36) NOT NULL,
         \`topic\` varchar(128) NOT NULL,
         \`key\` varchar(255) NULL,
@@ -99,11 +115,11 @@ export class MysqlDialect implements OutboxDialect {
     ];
   }
 
-  dropSchema(table: string): string[] {
-    return [`DROP TABLE ${q(table)}`];
+  dropSchema(table: OutboxTable): string[] {
+    return [`DROP TABLE ${qt(table)}`];
   }
 
-  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): Statement {
+  insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>): Statement {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
       params.push(...insertParams(id, event, utcDatetime, (ms) => ms * 1000));
@@ -111,7 +127,7 @@ export class MysqlDialect implements OutboxDialect {
     });
     return {
       sql:
-        `INSERT INTO ${q(table)} (${[...INSERT_COLUMNS, 'completed_handlers', 'created_at'].map(q).join(', ')}) ` +
+        `INSERT INTO ${qt(table)} (${[...INSERT_COLUMNS, 'completed_handlers', 'created_at'].map(q).join(', ')}) ` +
         `VALUES ${values.join(', ')}` +
         // A repeated dedupe key leaves the first row as it was; the store then compares contents.
         onDedupeConflict(rows, ' ON DUPLICATE KEY UPDATE `id` = `id`'),
@@ -119,23 +135,23 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  selectByDedupeKeys(table: string, keys: string[], latest = false): Statement {
+  selectByDedupeKeys(table: OutboxTable, keys: string[], latest = false): Statement {
     return {
       // Under REPEATABLE READ a plain SELECT reads the transaction's snapshot, which cannot hold a row
       // committed by another transaction after it began; a locking read sees the latest version.
       sql:
-        `SELECT ${COLUMNS} FROM ${q(table)} WHERE \`dedupe_key\` IN (${keys.map(() => '?').join(', ')})` +
+        `SELECT ${COLUMNS} FROM ${qt(table)} WHERE \`dedupe_key\` IN (${keys.map(() => '?').join(', ')})` +
         (latest ? ' LOCK IN SHARE MODE' : ''),
       params: keys,
     };
   }
 
-  claimSelection(table: string, batchSize: number): Statement {
+  claimSelection(table: OutboxTable, batchSize: number): Statement {
     // The index (status, available_at, id) serves both the filter and the ORDER BY: no filesort, so
     // InnoDB locks only the rows it returns and a second worker skips them.
     return {
       sql:
-        `SELECT \`id\` FROM ${q(table)} WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
+        `SELECT \`id\` FROM ${qt(table)} WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
         'ORDER BY `available_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED',
       params: [batchSize],
     };
@@ -143,7 +159,7 @@ export class MysqlDialect implements OutboxDialect {
 
   async claim(
     executor: SqlExecutor,
-    table: string,
+    table: OutboxTable,
     a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
   ) {
     return executor.transaction(async (run) => {
@@ -156,9 +172,11 @@ export class MysqlDialect implements OutboxDialect {
       // (which reads the old claim token) goes first and `attempts` last, so every assignment reads
       // the values the row had before this claim.
       await run({
-        sql: `UPDATE ${q(table)} SET
-            \`last_error\` = IF(${spent} OR \`claim_token\` IS NOT NULL,
-              CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${LEASE_EXPIRED}'), \`last_error\`),
+        sql: `UPDATE ${qt(table)} SET
+            \`last_error\` = CASE
+              WHEN \`claim_token\` IS NOT NULL THEN CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${LEASE_EXPIRED}')
+              WHEN ${spent} THEN COALESCE(\`last_error\`, CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${NO_OUTCOME}'))
+              ELSE \`last_error\` END,
             \`claim_token\` = IF(${spent}, NULL, ?),
             \`available_at\` = IF(${spent}, \`available_at\`, ${NOW_PLUS}),
             \`status\` = IF(${spent}, 'dead', 'pending'),
@@ -166,6 +184,7 @@ export class MysqlDialect implements OutboxDialect {
             \`attempts\` = IF(${spent}, \`attempts\`, \`attempts\` + 1)
           WHERE \`id\` IN (${list}) AND \`status\` = 'pending' AND \`available_at\` <= ${NOW}`,
         params: [
+          a.maxAttempts,
           a.maxAttempts,
           a.maxAttempts,
           a.maxAttempts,
@@ -180,7 +199,7 @@ export class MysqlDialect implements OutboxDialect {
       });
       const { rows } = await run({
         sql:
-          `SELECT ${COLUMNS} FROM ${q(table)} WHERE \`id\` IN (${list}) ` +
+          `SELECT ${COLUMNS} FROM ${qt(table)} WHERE \`id\` IN (${list}) ` +
           "AND (`claim_token` = ? OR (`status` = 'dead' AND `claim_token` IS NULL))",
         params: [...ids, a.token],
       });
@@ -188,7 +207,7 @@ export class MysqlDialect implements OutboxDialect {
     });
   }
 
-  acknowledge(table: string, ids: string[], token: string): Statement {
+  acknowledge(table: OutboxTable, ids: string[], token: string): Statement {
     return {
       sql:
         `UPDATE ${byId(table)} SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = ${NOW} ` +
@@ -197,7 +216,7 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  fail(table: string, id: string, token: string, u: FailureUpdate): Statement {
+  fail(table: OutboxTable, id: string, token: string, u: FailureUpdate): Statement {
     const dead = u.deadLetter ? 1 : 0;
     return {
       sql:
@@ -210,7 +229,7 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  release(table: string, ids: string[], token: string, uncount: boolean): Statement {
+  release(table: OutboxTable, ids: string[], token: string, uncount: boolean): Statement {
     return {
       sql:
         `UPDATE ${byId(table)} SET \`claim_token\` = NULL, \`available_at\` = ${NOW}, ` +
@@ -219,11 +238,11 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  counts(table: string): Statement {
+  counts(table: OutboxTable): Statement {
     return {
       sql:
         `SELECT \`status\`, (\`claim_token\` IS NOT NULL AND \`available_at\` > ${NOW}) AS \`in_flight\`, ` +
-        `COUNT(*) AS \`n\` FROM ${q(table)} GROUP BY \`status\`, \`in_flight\``,
+        `COUNT(*) AS \`n\` FROM ${qt(table)} GROUP BY \`status\`, \`in_flight\``,
       params: [],
     };
   }

@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxEventRecord } from '../interfaces/outbox-event-record.interface';
 import type { ValidatedEvent } from '../outbox.validation';
+import type { OutboxTable } from './outbox-table';
 
 export type { OutboxStatus } from '../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
@@ -54,23 +55,27 @@ export interface OutboxDialect {
   readonly maxParameters: number;
 
   /** DDL of the table and its indexes. */
-  createSchema(table: string): string[];
-  dropSchema(table: string): string[];
+  createSchema(table: OutboxTable): string[];
+  dropSchema(table: OutboxTable): string[];
 
   /** Refuses a server too old for the outbox (no SKIP LOCKED, no RETURNING) with a clear error. */
   verifyServer(executor: SqlExecutor): Promise<void>;
+  /** One row with a `found` column, non-zero (or true) when the table exists where statements look for it. */
+  tableExists(table: OutboxTable): Statement;
+  /** DDL that moves a table, with its rows and indexes, from `from` to `to` (for an operator to run). */
+  relocate(from: OutboxTable, to: OutboxTable): string[];
   /** Errors worth running the same statement or transaction again for (deadlock, lock wait timeout). */
   isTransient(error: unknown): boolean;
 
   /** A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY). */
-  wakeUpChannel?(dataSource: DataSource, table: string, onError: (error: unknown) => void): WakeUpChannel;
+  wakeUpChannel?(dataSource: DataSource, table: OutboxTable, onError: (error: unknown) => void): WakeUpChannel;
 
-  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
+  insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
   /**
    * The stored events with these dedupe keys, as the caller's transaction sees them; with `latest`, as
    * last committed by anyone (after an insert that a concurrent transaction's row made a no-op).
    */
-  selectByDedupeKeys(table: string, keys: string[], latest?: boolean): Statement;
+  selectByDedupeKeys(table: OutboxTable, keys: string[], latest?: boolean): Statement;
   /**
    * Takes up to `batchSize` due rows for `token` — lease, attempt + 1 — in one short transaction by the
    * database clock, dead-lettering instead those whose final attempt's lease expired; returns the rows
@@ -78,17 +83,17 @@ export interface OutboxDialect {
    */
   claim(
     executor: SqlExecutor,
-    table: string,
+    table: OutboxTable,
     args: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
   ): Promise<Record<string, unknown>[]>;
   /** The locking selection of the claim, for EXPLAIN in tests and operations. */
-  claimSelection(table: string, batchSize: number): Statement;
+  claimSelection(table: OutboxTable, batchSize: number): Statement;
   /** Marks delivered, in one statement, those of `ids` that `token` still holds with a live lease. */
-  acknowledge(table: string, ids: string[], token: string): Statement;
-  fail(table: string, id: string, token: string, update: FailureUpdate): Statement;
+  acknowledge(table: OutboxTable, ids: string[], token: string): Statement;
+  fail(table: OutboxTable, id: string, token: string, update: FailureUpdate): Statement;
   /** Gives claimed rows back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
-  release(table: string, ids: string[], token: string, uncount: boolean): Statement;
-  counts(table: string): Statement;
+  release(table: OutboxTable, ids: string[], token: string, uncount: boolean): Statement;
+  counts(table: OutboxTable): Statement;
 
   decode(row: Record<string, unknown>): StoredEvent;
 }

@@ -2,8 +2,9 @@ import type { DataSource } from 'typeorm';
 import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, quoteIdent } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
+import type { OutboxTable } from './outbox-table';
 
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
 
@@ -21,8 +22,24 @@ export class PostgresDialect implements OutboxDialect {
     requireVersion('PostgreSQL', String(rows[0]?.server_version ?? ''), '13.0');
   }
 
-  wakeUpChannel(dataSource: DataSource, table: string, onError: (error: unknown) => void) {
-    return new PostgresWakeUp(dataSource, table, onError);
+  wakeUpChannel(dataSource: DataSource, table: OutboxTable, onError: (error: unknown) => void) {
+    return new PostgresWakeUp(dataSource, table.path, onError);
+  }
+
+  tableExists(table: OutboxTable): Statement {
+    // Unqualified, the name resolves through the search_path exactly as the outbox's statements do.
+    return { sql: 'SELECT to_regclass($1) IS NOT NULL AS "found"', params: [quoteTable(table)] };
+  }
+
+  relocate(from: OutboxTable, to: OutboxTable): string[] {
+    const steps: string[] = [];
+    let at = from;
+    if (to.schema && to.schema !== from.schema) {
+      steps.push(`ALTER TABLE ${quoteTable(at)} SET SCHEMA ${quoteIdent(to.schema)}`);
+      at = { ...at, schema: to.schema };
+    }
+    if (to.name !== at.name) steps.push(`ALTER TABLE ${quoteTable(at)} RENAME TO ${quoteIdent(to.name)}`);
+    return steps;
   }
 
   isTransient(error: unknown): boolean {
@@ -30,9 +47,9 @@ export class PostgresDialect implements OutboxDialect {
     return ['40P01', '40001', '55P03'].includes(String(driverErrorCode(error)));
   }
 
-  createSchema(table: string): string[] {
-    const t = quoteIdent(table);
-    const idx = indexNames(table);
+  createSchema(table: OutboxTable): string[] {
+    const t = quoteTable(table);
+    const idx = indexNames(table.name);
     return [
       `CREATE TABLE ${t} (
         "id" uuid NOT NULL PRIMARY KEY,
@@ -55,39 +72,39 @@ export class PostgresDialect implements OutboxDialect {
     ];
   }
 
-  dropSchema(table: string): string[] {
-    return [`DROP TABLE ${quoteIdent(table)}`];
+  dropSchema(table: OutboxTable): string[] {
+    return [`DROP TABLE ${quoteTable(table)}`];
   }
 
-  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>) {
+  insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>) {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
       const n = params.length;
       params.push(...insertParams(id, event, (d) => d.toISOString(), (ms) => ms));
       return (
         `($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}::jsonb, $${n + 6}::jsonb, ` +
-        `COALESCE($${n + 7}::timestamptz, now() + $${n + 8}::bigint * interval '1 millisecond'))`
+        `COALESCE($${n + 7}::timestamptz, clock_timestamp() + $${n + 8}::bigint * interval '1 millisecond'))`
       );
     });
     return {
       sql:
-        `INSERT INTO ${quoteIdent(table)} (${INSERT_COLUMNS.map(quoteIdent).join(', ')}) ` +
+        `INSERT INTO ${quoteTable(table)} (${INSERT_COLUMNS.map(quoteIdent).join(', ')}) ` +
         `VALUES ${values.join(', ')}${onDedupeConflict(rows, ' ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING')}`,
       params,
     };
   }
 
-  selectByDedupeKeys(table: string, keys: string[]) {
+  selectByDedupeKeys(table: OutboxTable, keys: string[]) {
     return {
-      sql: `SELECT * FROM ${quoteIdent(table)} WHERE "dedupe_key" = ANY($1::varchar[])`,
+      sql: `SELECT * FROM ${quoteTable(table)} WHERE "dedupe_key" = ANY($1::varchar[])`,
       params: [keys],
     };
   }
 
-  claimSelection(table: string, batchSize: number): Statement {
+  claimSelection(table: OutboxTable, batchSize: number): Statement {
     return {
       sql:
-        `SELECT "id" FROM ${quoteIdent(table)} WHERE "status" = 'pending' AND "available_at" <= now() ` +
+        `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= now() ` +
         `ORDER BY "available_at", "id" LIMIT $1 FOR UPDATE SKIP LOCKED`,
       params: [batchSize],
     };
@@ -95,10 +112,10 @@ export class PostgresDialect implements OutboxDialect {
 
   async claim(
     executor: SqlExecutor,
-    table: string,
+    table: OutboxTable,
     a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
   ) {
-    const t = quoteIdent(table);
+    const t = quoteTable(table);
     const spent = `o."attempts" >= $4::int`;
     const { rows } = await executor.run({
       // One statement: the locking selection (eligibility inside it) feeds the update, re-checked there.
@@ -109,8 +126,9 @@ export class PostgresDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN o."available_at" ELSE now() + $3::bigint * interval '1 millisecond' END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN now() ELSE NULL END,
-          "last_error" = CASE WHEN ${spent} OR o."claim_token" IS NOT NULL
-            THEN 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${LEASE_EXPIRED}'
+          "last_error" = CASE
+            WHEN o."claim_token" IS NOT NULL THEN 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${LEASE_EXPIRED}'
+            WHEN ${spent} THEN COALESCE(o."last_error", 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${NO_OUTCOME}')
             ELSE o."last_error" END
         FROM picked
         WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()
@@ -120,19 +138,19 @@ export class PostgresDialect implements OutboxDialect {
     return rows;
   }
 
-  acknowledge(table: string, ids: string[], token: string) {
+  acknowledge(table: OutboxTable, ids: string[], token: string) {
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = now() ` +
+        `UPDATE ${quoteTable(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = now() ` +
         `WHERE "id" = ANY($1::uuid[]) AND "status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`,
       params: [ids, token],
     };
   }
 
-  fail(table: string, id: string, token: string, u: FailureUpdate) {
+  fail(table: OutboxTable, id: string, token: string, u: FailureUpdate) {
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET ` +
+        `UPDATE ${quoteTable(table)} SET ` +
         `"status" = CASE WHEN $3::boolean THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
         `"available_at" = CASE WHEN $3::boolean THEN "available_at" ELSE now() + $4::bigint * interval '1 millisecond' END, ` +
         `"processed_at" = CASE WHEN $3::boolean THEN now() ELSE NULL END, ` +
@@ -141,20 +159,20 @@ export class PostgresDialect implements OutboxDialect {
     };
   }
 
-  release(table: string, ids: string[], token: string, uncount: boolean) {
+  release(table: OutboxTable, ids: string[], token: string, uncount: boolean) {
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET "claim_token" = NULL, "available_at" = now(), ` +
+        `UPDATE ${quoteTable(table)} SET "claim_token" = NULL, "available_at" = now(), ` +
         `"attempts" = "attempts" - $3::int WHERE "id" = ANY($1::uuid[]) AND ${LIVE_LEASE}`,
       params: [ids, token, uncount ? 1 : 0],
     };
   }
 
-  counts(table: string) {
+  counts(table: OutboxTable) {
     return {
       sql:
         `SELECT "status", ("claim_token" IS NOT NULL AND "available_at" > now()) AS "in_flight", count(*) AS "n" ` +
-        `FROM ${quoteIdent(table)} GROUP BY 1, 2`,
+        `FROM ${quoteTable(table)} GROUP BY 1, 2`,
       params: [],
     };
   }

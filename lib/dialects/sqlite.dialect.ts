@@ -1,7 +1,8 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, quoteIdent } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
+import type { OutboxTable } from './outbox-table';
 
 /** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
 const NOW = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
@@ -27,13 +28,21 @@ export class SqliteDialect implements OutboxDialect {
     requireVersion('SQLite', String(rows[0]?.version ?? ''), '3.35.0');
   }
 
+  tableExists(table: OutboxTable): Statement {
+    return { sql: `SELECT count(*) AS "found" FROM sqlite_master WHERE "type" = 'table' AND "name" = ?`, params: [table.name] };
+  }
+
+  relocate(from: OutboxTable, to: OutboxTable): string[] {
+    return [`ALTER TABLE ${quoteTable(from)} RENAME TO ${quoteIdent(to.name)}`];
+  }
+
   isTransient(error: unknown): boolean {
     return String(driverErrorCode(error)).startsWith('SQLITE_BUSY');
   }
 
-  createSchema(table: string): string[] {
-    const t = quoteIdent(table);
-    const idx = indexNames(table);
+  createSchema(table: OutboxTable): string[] {
+    const t = quoteTable(table);
+    const idx = indexNames(table.name);
     return [
       `CREATE TABLE ${t} (
         "id" varchar(36) NOT NULL PRIMARY KEY,
@@ -56,11 +65,11 @@ export class SqliteDialect implements OutboxDialect {
     ];
   }
 
-  dropSchema(table: string): string[] {
-    return [`DROP TABLE ${quoteIdent(table)}`];
+  dropSchema(table: OutboxTable): string[] {
+    return [`DROP TABLE ${quoteTable(table)}`];
   }
 
-  insert(table: string, rows: Array<{ id: string; event: ValidatedEvent }>) {
+  insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>) {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
       params.push(...insertParams(id, event, (d) => d.toISOString(), sqliteOffset));
@@ -68,23 +77,23 @@ export class SqliteDialect implements OutboxDialect {
     });
     return {
       sql:
-        `INSERT INTO ${quoteIdent(table)} (${INSERT_COLUMNS.map(quoteIdent).join(', ')}) ` +
+        `INSERT INTO ${quoteTable(table)} (${INSERT_COLUMNS.map(quoteIdent).join(', ')}) ` +
         `VALUES ${values.join(', ')}${onDedupeConflict(rows, ' ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING')}`,
       params,
     };
   }
 
-  selectByDedupeKeys(table: string, keys: string[]) {
+  selectByDedupeKeys(table: OutboxTable, keys: string[]) {
     return {
-      sql: `SELECT * FROM ${quoteIdent(table)} WHERE "dedupe_key" IN (${keys.map(() => '?').join(', ')})`,
+      sql: `SELECT * FROM ${quoteTable(table)} WHERE "dedupe_key" IN (${keys.map(() => '?').join(', ')})`,
       params: keys,
     };
   }
 
-  claimSelection(table: string, batchSize: number, now: string = NOW): Statement {
+  claimSelection(table: OutboxTable, batchSize: number, now: string = NOW): Statement {
     return {
       sql:
-        `SELECT "id" FROM ${quoteIdent(table)} WHERE "status" = 'pending' AND "available_at" <= ${now} ` +
+        `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= ${now} ` +
         `ORDER BY "available_at", "id" LIMIT ?`,
       params: [batchSize],
     };
@@ -92,10 +101,10 @@ export class SqliteDialect implements OutboxDialect {
 
   async claim(
     executor: SqlExecutor,
-    table: string,
+    table: OutboxTable,
     a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
   ) {
-    const t = quoteIdent(table);
+    const t = quoteTable(table);
     const spent = `"attempts" >= ?`;
     // One statement, so SQLite takes the write lock before it reads (like BEGIN IMMEDIATE). It starts
     // with WITH rather than UPDATE on purpose: TypeORM's sqlite3 runner executes statements that start
@@ -111,8 +120,9 @@ export class SqliteDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN "available_at" ELSE (SELECT "lease_end" FROM clock) END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN ${now} ELSE NULL END,
-          "last_error" = CASE WHEN ${spent} OR "claim_token" IS NOT NULL
-            THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${LEASE_EXPIRED}'
+          "last_error" = CASE
+            WHEN "claim_token" IS NOT NULL THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${LEASE_EXPIRED}'
+            WHEN ${spent} THEN COALESCE("last_error", 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${NO_OUTCOME}')
             ELSE "last_error" END
         WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}
         RETURNING *`,
@@ -122,6 +132,7 @@ export class SqliteDialect implements OutboxDialect {
         a.maxAttempts,
         a.maxAttempts,
         a.token,
+        a.maxAttempts,
         a.maxAttempts,
         a.maxAttempts,
         a.maxAttempts,
@@ -140,20 +151,20 @@ export class SqliteDialect implements OutboxDialect {
     return rows;
   }
 
-  acknowledge(table: string, ids: string[], token: string) {
+  acknowledge(table: OutboxTable, ids: string[], token: string) {
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = ${NOW} ` +
+        `UPDATE ${quoteTable(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = ${NOW} ` +
         `WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
       params: [...ids, token],
     };
   }
 
-  fail(table: string, id: string, token: string, u: FailureUpdate) {
+  fail(table: OutboxTable, id: string, token: string, u: FailureUpdate) {
     const dead = u.deadLetter ? 1 : 0;
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET ` +
+        `UPDATE ${quoteTable(table)} SET ` +
         `"status" = CASE WHEN ? THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
         `"available_at" = CASE WHEN ? THEN "available_at" ELSE ${NOW_PLUS} END, ` +
         `"processed_at" = CASE WHEN ? THEN ${NOW} ELSE NULL END, ` +
@@ -162,20 +173,20 @@ export class SqliteDialect implements OutboxDialect {
     };
   }
 
-  release(table: string, ids: string[], token: string, uncount: boolean) {
+  release(table: OutboxTable, ids: string[], token: string, uncount: boolean) {
     return {
       sql:
-        `UPDATE ${quoteIdent(table)} SET "claim_token" = NULL, "available_at" = ${NOW}, ` +
+        `UPDATE ${quoteTable(table)} SET "claim_token" = NULL, "available_at" = ${NOW}, ` +
         `"attempts" = "attempts" - ? WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
       params: [uncount ? 1 : 0, ...ids, token],
     };
   }
 
-  counts(table: string) {
+  counts(table: OutboxTable) {
     return {
       sql:
         `SELECT "status", ("claim_token" IS NOT NULL AND "available_at" > ${NOW}) AS "in_flight", count(*) AS "n" ` +
-        `FROM ${quoteIdent(table)} GROUP BY 1, 2`,
+        `FROM ${quoteTable(table)} GROUP BY 1, 2`,
       params: [],
     };
   }

@@ -86,6 +86,19 @@ export class OutboxTransactionRequiredError extends OutboxError {
   }
 }
 
+/**
+ * The outbox table is not where the DataSource places it (its `schema` on PostgreSQL, its
+ * `entityPrefix`): the migration has not run there. Found at start-up, before anything is written.
+ */
+export class OutboxTableMissingError extends OutboxError {
+  constructor(
+    readonly table: string,
+    hint: string,
+  ) {
+    super(`The outbox table ${table} does not exist. ${hint}`);
+  }
+}
+
 /** A `dedupeKey` was published again with a different topic, key, payload or headers. Nothing was written. */
 export class OutboxDedupeConflictError extends OutboxError {
   constructor(

@@ -2,6 +2,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
 import { validateTableName } from '../outbox.options';
 import { dialectForType } from '../dialects';
+import { outboxTableOn } from '../dialects/outbox-table';
 
 /** The migration's timestamp; TypeORM orders migrations by the 13 digits at the end of their names. */
 const CREATED_AT = 1764460800000;
@@ -12,7 +13,8 @@ const migrations = new Map<string, OutboxMigrationClass>();
 
 /**
  * The migration that creates an outbox table and its indexes, for the database it runs on
- * (PostgreSQL or SQLite). Put it in your DataSource's `migrations` list.
+ * (PostgreSQL, MySQL/MariaDB or SQLite), where TypeORM places the entity: in the DataSource's `schema`
+ * (PostgreSQL) and with its `entityPrefix`. Put it in your DataSource's `migrations` list.
  */
 export function createOutboxMigration(tableName: string = DEFAULT_TABLE_NAME): OutboxMigrationClass {
   validateTableName(tableName);
@@ -24,13 +26,15 @@ export function createOutboxMigration(tableName: string = DEFAULT_TABLE_NAME): O
     name = name;
 
     async up(queryRunner: QueryRunner): Promise<void> {
-      for (const sql of dialectForType(String(queryRunner.connection.options.type)).createSchema(tableName)) {
+      const table = outboxTableOn(queryRunner.connection, tableName);
+      for (const sql of dialectForType(String(queryRunner.connection.options.type)).createSchema(table)) {
         await queryRunner.query(sql);
       }
     }
 
     async down(queryRunner: QueryRunner): Promise<void> {
-      for (const sql of dialectForType(String(queryRunner.connection.options.type)).dropSchema(tableName)) {
+      const table = outboxTableOn(queryRunner.connection, tableName);
+      for (const sql of dialectForType(String(queryRunner.connection.options.type)).dropSchema(table)) {
         await queryRunner.query(sql);
       }
     }

@@ -40,7 +40,8 @@ describeEachServer('the claim query plan on %s', (backend) => {
   it(`uses the claim index without sorting, with ${DELIVERED.toLocaleString('en')} delivered rows kept`, async () => {
     app = await createTestApp({ backend });
     await fill(app);
-    const { sql, params } = app.module.get<OutboxStore>(OUTBOX_STORE).dialect.claimSelection(app.table, 50);
+    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    const { sql, params } = store.dialect.claimSelection(store.table, 50);
     const claimIndex = `${app.table}_claim_idx`;
     if (backend === 'postgres') {
       const plan = (await app.raw.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params)).map((r) => r['QUERY PLAN']).join('\n');

@@ -192,7 +192,9 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
 describe('start-up errors', () => {
   const file = sqliteFile();
   afterAll(() => removeSqliteFile(file));
-  const typeorm = () => TypeOrmModule.forRoot(sqliteOptions(sqliteBackends()[0], file));
+  // With the table in place, so that each test meets the error it is about rather than the missing table.
+  const typeorm = () =>
+    TypeOrmModule.forRoot({ ...sqliteOptions(sqliteBackends()[0], file), migrations: [OutboxMigration], migrationsRun: true });
 
   async function bootError(imports: unknown[], providers: unknown[] = []) {
     const error = await Test.createTestingModule({ imports: imports as never, providers: providers as never })
