@@ -34,6 +34,9 @@ export interface ClaimResult {
 }
 
 const COLUMNS_PER_INSERTED_ROW = 8;
+/** The INSERT's own text, generously; and a row's beyond its payload and headers (ids, keys, topic, times). */
+const INSERT_STATEMENT_BYTES = 1024;
+const INSERT_ROW_BYTES = 2048;
 const TRANSIENT_RETRIES = 5;
 
 async function queryOn(runner: QueryRunner, statement: Statement): Promise<StatementResult> {
@@ -218,10 +221,7 @@ export class OutboxStore {
 
     const runner = manager.queryRunner!;
     runner.data = { ...(runner.data ?? {}), [this.publishedKey]: true };
-    const rowsPerStatement = Math.floor(this.dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
-    for (let i = 0; i < fresh.length; i += rowsPerStatement) {
-      await this.runIn(manager, this.dialect.insert(this.table, fresh.slice(i, i + rowsPerStatement)));
-    }
+    for (const chunk of this.insertChunks(fresh)) await this.runIn(manager, this.dialect.insert(this.table, chunk));
 
     // A concurrent transaction may have committed the same dedupe key between the check and the
     // insert; ON CONFLICT DO NOTHING then skipped our row, so resolve it against the winner.
@@ -238,6 +238,34 @@ export class OutboxStore {
       if (!results[index]) results[index] = { id: results[firstIndex.get(event.dedupeKey!)!].id, inserted: false };
     });
     return results;
+  }
+
+  /**
+   * Runs of rows that fit one INSERT each: by bound parameters, and where the server caps the size of
+   * a statement (MySQL's max_allowed_packet), by bytes too — the driver inlines the values, escaping
+   * may double them, and a row that alone is too big still goes alone (the server then says so).
+   */
+  private insertChunks<T extends { event: ValidatedEvent }>(rows: T[]): T[][] {
+    const maxRows = Math.floor(this.dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
+    const maxBytes = this.dialect.maxStatementBytes;
+    const chunks: T[][] = [];
+    let chunk: T[] = [];
+    let bytes = INSERT_STATEMENT_BYTES;
+    for (const row of rows) {
+      const size =
+        maxBytes === undefined
+          ? 0
+          : INSERT_ROW_BYTES + 2 * (Buffer.byteLength(row.event.payloadJson) + Buffer.byteLength(row.event.headersJson));
+      if (chunk.length > 0 && (chunk.length === maxRows || (maxBytes !== undefined && bytes + size > maxBytes))) {
+        chunks.push(chunk);
+        chunk = [];
+        bytes = INSERT_STATEMENT_BYTES;
+      }
+      chunk.push(row);
+      bytes += size;
+    }
+    if (chunk.length > 0) chunks.push(chunk);
+    return chunks;
   }
 
   private resolveDuplicate(stored: StoredEvent, event: ValidatedEvent): PublishResult {

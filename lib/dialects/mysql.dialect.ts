@@ -66,8 +66,15 @@ export class MysqlDialect implements OutboxDialect {
   readonly name = 'mysql';
   readonly maxParameters = 65_535;
 
+  /** The server's max_allowed_packet: a bigger INSERT fails with ER_NET_PACKET_TOO_LARGE. */
+  maxStatementBytes: number | undefined;
+
   async verifyServer(executor: SqlExecutor): Promise<void> {
-    const { rows } = await executor.run({ sql: 'SELECT VERSION() AS `version`', params: [] });
+    const { rows } = await executor.run({
+      sql: 'SELECT VERSION() AS `version`, @@max_allowed_packet AS `max_packet`',
+      params: [],
+    });
+    this.maxStatementBytes = Number(rows[0]?.max_packet) || undefined;
     const version = String(rows[0]?.version ?? '');
     if (/mariadb/i.test(version)) requireVersion('MariaDB', version, '10.6');
     else requireVersion('MySQL', version, '8.0.13');

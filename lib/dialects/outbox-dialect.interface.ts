@@ -53,6 +53,8 @@ export interface OutboxDialect {
   readonly name: string;
   /** Largest number of bound parameters one statement may carry. */
   readonly maxParameters: number;
+  /** Largest statement the server accepts, in bytes, where it caps it (read by `verifyServer`). */
+  readonly maxStatementBytes?: number;
 
   /** DDL of the table and its indexes. */
   createSchema(table: OutboxTable): string[];

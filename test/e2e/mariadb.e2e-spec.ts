@@ -181,4 +181,21 @@ mariadb('MariaDB specifics', () => {
       await admin.query('SET GLOBAL innodb_lock_wait_timeout = ?', [wait]);
     }
   });
+
+  // RELIABILITY case 26: a publishMany larger than max_allowed_packet is split by bytes, not only by row count.
+  it('commits a publishMany whose events together exceed max_allowed_packet, in several statements', async () => {
+    app = await createTestApp({ backend: 'mariadb' });
+    const [{ packet }] = await admin.query<{ packet: number }>('SELECT @@max_allowed_packet AS packet');
+    const filler = 'x'.repeat(90_000);
+    const count = Math.ceil((1.5 * Number(packet)) / filler.length);
+    const published = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: count }, (_, i) => ({ topic: 'tz.check', payload: { i, filler } }))),
+    );
+    expect(published.filter((p) => p.inserted)).toHaveLength(count);
+    const [{ n, bytes }] = await app.raw.query<{ n: number; bytes: number }>(
+      `SELECT COUNT(*) AS n, SUM(LENGTH(\`payload\`)) AS bytes FROM \`${app.table}\``,
+    );
+    expect(Number(n)).toBe(count);
+    expect(Number(bytes)).toBeGreaterThan(Number(packet));
+  });
 });
