@@ -5,7 +5,7 @@ import { ClsPluginTransactional } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { getDataSourceToken, TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { ClsModule } from 'nestjs-cls';
-import { createOutboxMigration, OutboxHandler, OutboxModule, type OutboxMessage, type OutboxModuleOptions } from '../lib';
+import { createOutboxMigrations, OutboxHandler, OutboxModule, type OutboxMessage, type OutboxModuleOptions } from '../lib';
 
 export type Db = 'postgres' | 'mariadb' | 'sqlite';
 export const DBS: Db[] = ['postgres', 'mariadb', 'sqlite'];
@@ -17,7 +17,7 @@ export const SQLITE_FILE = process.env.OUTBOX_BENCH_SQLITE ?? '/tmp/nestjs-typeo
 /** TypeORM options of the library side: pool of `pool` connections, better-sqlite3 for SQLite. */
 export function typeorm(db: Db, table: string, pool = 10, migrate = false): TypeOrmModuleOptions {
   const common = {
-    migrations: migrate ? [createOutboxMigration(table)] : [],
+    migrations: migrate ? createOutboxMigrations(table) : [],
     migrationsRun: migrate,
     migrationsTableName: `${table}_migrations`,
   };

@@ -102,7 +102,8 @@ export async function createTables(db: Db, r: Raw, table: string): Promise<void>
   await r.query(`DROP TABLE IF EXISTS ${q(db, table)}`);
   await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
   const type = db === 'postgres' ? 'postgres' : db === 'mariadb' ? 'mariadb' : 'better-sqlite3';
-  for (const sql of dialectForType(type).createSchema(outboxTable(table))) await r.query(sql);
+  const dialect = dialectForType(type);
+  for (const sql of [...dialect.createSchema(outboxTable(table)), ...dialect.upgrade(2, outboxTable(table))]) await r.query(sql);
   await r.query(`CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`);
 }
 

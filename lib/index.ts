@@ -38,6 +38,7 @@ export {
 } from './entities/outbox-event.entity';
 export type { OutboxEventRecord, OutboxStatus } from './interfaces/outbox-event-record.interface';
 export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './migrations/outbox.migration';
+export { OutboxMigrations, createOutboxMigrations } from './migrations/outbox-migrations';
 export {
   OutboxConfigurationError,
   OutboxDedupeConflictError,
@@ -46,6 +47,7 @@ export {
   OutboxNonRetryableError,
   OutboxPayloadTooLargeError,
   OutboxRetryLaterError,
+  OutboxSchemaOutdatedError,
   OutboxTableMissingError,
   OutboxTransactionRequiredError,
   OutboxUnsupportedDatabaseError,

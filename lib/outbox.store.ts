@@ -13,7 +13,8 @@ import type {
 } from './dialects/outbox-dialect.interface';
 import { outboxTable, outboxTableOn, type OutboxTable } from './dialects/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from './dialects/sqlite-connection-gate';
-import { OutboxDedupeConflictError, OutboxTableMissingError } from './errors/outbox.errors';
+import { OutboxDedupeConflictError, OutboxSchemaOutdatedError, OutboxTableMissingError } from './errors/outbox.errors';
+import { migrationName, OUTBOX_SCHEMA_VERSIONS } from './migrations/outbox-migrations';
 import { DEFAULT_TABLE_NAME } from './outbox.constants';
 import type { OutboxCounts, PublishResult } from './interfaces/outbox-message.interface';
 import { canonicalJson, type ValidatedEvent } from './outbox.validation';
@@ -116,9 +117,9 @@ export class OutboxStore {
    * and `entityPrefix`: it still holds that install's events, so it is moved, never recreated.
    */
   private async verifyTable(tableName: string): Promise<void> {
-    if (await this.exists(this.table)) return;
+    if (await this.exists(this.table)) return this.verifySchemaVersion(tableName);
     const bare = outboxTable(tableName);
-    const migration = `the migration ${tableName === DEFAULT_TABLE_NAME ? 'OutboxMigration' : `createOutboxMigration('${tableName}')`}`;
+    const migration = `the migrations ${tableName === DEFAULT_TABLE_NAME ? '...OutboxMigrations' : `...createOutboxMigrations('${tableName}')`}`;
     if (bare.path !== this.table.path && (await this.exists(bare))) {
       throw new OutboxTableMissingError(
         this.table.path,
@@ -131,6 +132,16 @@ export class OutboxStore {
       this.table.path,
       `Add ${migration} to the DataSource's migrations and run them (migrationsRun: true, or the TypeORM CLI).`,
     );
+  }
+
+  /** Refuses a table that a migration of `OutboxMigrations` has not reached yet, naming the first missing one. */
+  private async verifySchemaVersion(tableName: string): Promise<void> {
+    const { rows } = await this.executor.run(this.dialect.columns(this.table));
+    const columns = new Set(rows.map((row) => String(row.name)));
+    const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !columns.has(step.marker));
+    if (!missing) return;
+    const latest = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version;
+    throw new OutboxSchemaOutdatedError(this.table.path, missing.version - 1, latest, migrationName(tableName, missing.version));
   }
 
   private async exists(table: OutboxTable): Promise<boolean> {

@@ -56,6 +56,15 @@ class OutboxHandlerTimeoutError extends Error {
 
 const MAX_ERROR_LENGTH = 4000;
 
+/**
+ * Why the claim dead-lettered an event: its last attempt outlived the lease (the note says so, and the
+ * error of the attempt before, if any, follows), or no attempt is left after a recorded failure.
+ */
+function deadLetterReason(event: StoredEvent): string {
+  if (event.lastExpiredAttempt !== event.attempts) return event.lastError ?? event.note ?? 'no attempt left';
+  return event.lastError ? `${event.note}; last error: ${event.lastError}` : String(event.note);
+}
+
 function emptyResult(): OutboxDrainResult {
   return { delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 };
 }
@@ -230,7 +239,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       for (const event of claim.events) this.waiting.set(event.id, { token: claim.token, total });
       for (const event of claim.deadLettered) {
         total.deadLettered++;
-        this.logger.error(`Dead-lettered outbox event ${event.id} (${event.topic}): ${event.lastError}`);
+        this.logger.error(`Dead-lettered outbox event ${event.id} (${event.topic}): ${deadLetterReason(event)}`);
       }
       let gaveBack: number;
       try {

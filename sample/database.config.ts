@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { TypeOrmModuleOptions } from '@nestjs/typeorm';
-import { OutboxMigration } from '../lib';
+import { OutboxMigrations } from '../lib';
 import { CreateOrders1764547200000 } from './orders/orders.migration';
 
 /** The embedded database used when DATABASE_URL is not set (relative to the working directory). */
@@ -13,7 +13,7 @@ export const SQLITE_FILE = resolve('sample/.data/orders.sqlite');
  */
 export function databaseOptions(databaseUrl: string | undefined): TypeOrmModuleOptions {
   const common = {
-    migrations: [OutboxMigration, CreateOrders1764547200000],
+    migrations: [...OutboxMigrations, CreateOrders1764547200000],
     migrationsRun: true,
     autoLoadEntities: true,
   };

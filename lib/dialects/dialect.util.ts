@@ -75,6 +75,9 @@ export function decodeRow(row: Record<string, unknown>): StoredEvent {
     claimToken: (row.claim_token as string | null) ?? null,
     completedHandlers: (parseJson(row.completed_handlers) as string[]) ?? [],
     lastError: (row.last_error as string | null) ?? null,
+    expiredAttempts: Number(row.expired_attempts ?? 0),
+    lastExpiredAttempt: row.last_expired_attempt == null ? null : Number(row.last_expired_attempt),
+    note: (row.note as string | null) ?? null,
     createdAt: toDate(row.created_at),
     processedAt: row.processed_at == null ? null : toDate(row.processed_at),
   };
@@ -126,14 +129,19 @@ export const LEASE_EXPIRED =
  */
 export const NO_OUTCOME = 'ended without a recorded outcome, and no attempt is left';
 
-const EXPIRED_ATTEMPT = new RegExp(`^attempt (\\d+) of \\d+ ${LEASE_EXPIRED.replace(/[()]/g, '\\$&')}$`);
-
 /**
  * Whether the attempt before this one ended with its lease expired rather than with a recorded outcome:
- * the claim that took the event back wrote so in `last_error`. Such an event may be what stopped the
- * last worker that ran it.
+ * the claim that took the event back counted it. Such an event may be what stopped the last worker
+ * that ran it.
  */
 export function previousAttemptExpired(event: StoredEvent): boolean {
-  const match = event.lastError === null ? null : EXPIRED_ATTEMPT.exec(event.lastError);
-  return match !== null && Number(match[1]) === event.attempts - 1;
+  return event.lastExpiredAttempt !== null && event.lastExpiredAttempt === event.attempts - 1;
 }
+
+/** The dialects build schema version 1 (`createSchema`) and one change after it, to version 2. */
+export function requireSchemaVersion(version: number): void {
+  if (version !== 2) throw new Error(`no outbox schema change leads to version ${version}`);
+}
+
+/** `last_error` texts the claim wrote under schema version 1, which version 2 keeps in `note`. */
+export const V1_CLAIM_NOTES = [`attempt % of % ${LEASE_EXPIRED}`, `attempt % of % ${NO_OUTCOME}`];

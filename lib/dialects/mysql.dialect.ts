@@ -7,6 +7,8 @@ import {
   insertParams,
   LEASE_EXPIRED,
   NO_OUTCOME,
+  requireSchemaVersion,
+  V1_CLAIM_NOTES,
   onDedupeConflict,
   requireVersion,
 } from './dialect.util';
@@ -40,6 +42,9 @@ const COLUMNS = [
   '`claim_token`',
   '`completed_handlers`',
   '`last_error`',
+  '`expired_attempts`',
+  '`last_expired_attempt`',
+  '`note`',
   utc('created_at'),
   utc('processed_at'),
 ].join(', ');
@@ -126,6 +131,39 @@ export class MysqlDialect implements OutboxDialect {
     return [`DROP TABLE ${qt(table)}`];
   }
 
+  upgrade(version: number, table: OutboxTable): string[] {
+    const t = qt(table);
+    requireSchemaVersion(version);
+    const [expired, noOutcome] = V1_CLAIM_NOTES;
+    return [
+      `ALTER TABLE ${t} ADD COLUMN \`expired_attempts\` int NOT NULL DEFAULT 0, ` +
+        'ADD COLUMN `last_expired_attempt` int NULL, ADD COLUMN `note` text NULL',
+      // The claim's remarks move out of last_error (assignments run left to right, each seeing the last).
+      `UPDATE ${t} SET \`note\` = \`last_error\`, \`expired_attempts\` = 1, ` +
+        "`last_expired_attempt` = CAST(SUBSTRING_INDEX(SUBSTRING(`last_error`, 9), ' ', 1) AS UNSIGNED), " +
+        `\`last_error\` = NULL WHERE \`last_error\` LIKE '${expired}'`,
+      `UPDATE ${t} SET \`note\` = \`last_error\`, \`last_error\` = NULL WHERE \`last_error\` LIKE '${noOutcome}'`,
+    ];
+  }
+
+  downgrade(version: number, table: OutboxTable): string[] {
+    const t = qt(table);
+    requireSchemaVersion(version);
+    return [
+      `UPDATE ${t} SET \`last_error\` = \`note\` ` +
+        `WHERE \`note\` LIKE '${V1_CLAIM_NOTES[0]}' OR (\`note\` IS NOT NULL AND \`last_error\` IS NULL)`,
+      `ALTER TABLE ${t} DROP COLUMN \`note\`, DROP COLUMN \`last_expired_attempt\`, DROP COLUMN \`expired_attempts\``,
+    ];
+  }
+
+  columns(table: OutboxTable): Statement {
+    return {
+      sql:
+        'SELECT column_name AS `name` FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?',
+      params: [table.name],
+    };
+  }
+
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>): Statement {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
@@ -180,10 +218,12 @@ export class MysqlDialect implements OutboxDialect {
       // the values the row had before this claim.
       await run({
         sql: `UPDATE ${qt(table)} SET
-            \`last_error\` = CASE
+            \`note\` = CASE
               WHEN \`claim_token\` IS NOT NULL THEN CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${LEASE_EXPIRED}')
-              WHEN ${spent} THEN COALESCE(\`last_error\`, CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${NO_OUTCOME}'))
-              ELSE \`last_error\` END,
+              WHEN ${spent} AND \`last_error\` IS NULL THEN CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${NO_OUTCOME}')
+              ELSE \`note\` END,
+            \`expired_attempts\` = \`expired_attempts\` + IF(\`claim_token\` IS NOT NULL, 1, 0),
+            \`last_expired_attempt\` = IF(\`claim_token\` IS NOT NULL, \`attempts\`, \`last_expired_attempt\`),
             \`claim_token\` = IF(${spent}, NULL, ?),
             \`available_at\` = IF(${spent}, \`available_at\`, ${NOW_PLUS}),
             \`status\` = IF(${spent}, 'dead', 'pending'),

@@ -56,9 +56,14 @@ export interface OutboxDialect {
   /** Largest statement the server accepts, in bytes, where it caps it (read by `verifyServer`). */
   readonly maxStatementBytes?: number;
 
-  /** DDL of the table and its indexes. */
+  /** DDL of the table and its indexes: schema version 1, as released. Never changes. */
   createSchema(table: OutboxTable): string[];
   dropSchema(table: OutboxTable): string[];
+  /** Statements that take the table from schema version `version - 1` to `version`, and back. */
+  upgrade(version: number, table: OutboxTable): string[];
+  downgrade(version: number, table: OutboxTable): string[];
+  /** One row per column of the table, with its name in `name`. */
+  columns(table: OutboxTable): Statement;
 
   /** Refuses a server too old for the outbox (no SKIP LOCKED, no RETURNING) with a clear error. */
   verifyServer(executor: SqlExecutor): Promise<void>;

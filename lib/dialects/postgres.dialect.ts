@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 import type { OutboxTable } from './outbox-table';
 
@@ -76,6 +76,37 @@ export class PostgresDialect implements OutboxDialect {
     return [`DROP TABLE ${quoteTable(table)}`];
   }
 
+  upgrade(version: number, table: OutboxTable): string[] {
+    const t = quoteTable(table);
+    requireSchemaVersion(version);
+    const [expired, noOutcome] = V1_CLAIM_NOTES;
+    return [
+      `ALTER TABLE ${t} ADD COLUMN "expired_attempts" integer NOT NULL DEFAULT 0, ` +
+        `ADD COLUMN "last_expired_attempt" integer, ADD COLUMN "note" text`,
+      // The claim's remarks move out of last_error, and an expiry noted there becomes data.
+      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL, "expired_attempts" = 1, ` +
+        `"last_expired_attempt" = substring("last_error" from '^attempt ([0-9]+) of')::int WHERE "last_error" LIKE '${expired}'`,
+      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL WHERE "last_error" LIKE '${noOutcome}'`,
+    ];
+  }
+
+  downgrade(version: number, table: OutboxTable): string[] {
+    const t = quoteTable(table);
+    requireSchemaVersion(version);
+    return [
+      `UPDATE ${t} SET "last_error" = "note" WHERE "note" LIKE '${V1_CLAIM_NOTES[0]}' OR ("note" IS NOT NULL AND "last_error" IS NULL)`,
+      `ALTER TABLE ${t} DROP COLUMN "note", DROP COLUMN "last_expired_attempt", DROP COLUMN "expired_attempts"`,
+    ];
+  }
+
+  columns(table: OutboxTable): Statement {
+    return {
+      sql:
+        'SELECT a.attname AS "name" FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
+      params: [quoteTable(table)],
+    };
+  }
+
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>) {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
@@ -126,10 +157,12 @@ export class PostgresDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN o."available_at" ELSE now() + $3::bigint * interval '1 millisecond' END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN now() ELSE NULL END,
-          "last_error" = CASE
+          "expired_attempts" = o."expired_attempts" + CASE WHEN o."claim_token" IS NOT NULL THEN 1 ELSE 0 END,
+          "last_expired_attempt" = CASE WHEN o."claim_token" IS NOT NULL THEN o."attempts" ELSE o."last_expired_attempt" END,
+          "note" = CASE
             WHEN o."claim_token" IS NOT NULL THEN 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${LEASE_EXPIRED}'
-            WHEN ${spent} THEN COALESCE(o."last_error", 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${NO_OUTCOME}')
-            ELSE o."last_error" END
+            WHEN ${spent} AND o."last_error" IS NULL THEN 'attempt ' || o."attempts" || ' of ' || $4::int || ' ${NO_OUTCOME}'
+            ELSE o."note" END
         FROM picked
         WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()
         RETURNING o.*`,

@@ -1,6 +1,6 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from './dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
 import type { OutboxTable } from './outbox-table';
 
@@ -69,6 +69,37 @@ export class SqliteDialect implements OutboxDialect {
     return [`DROP TABLE ${quoteTable(table)}`];
   }
 
+  upgrade(version: number, table: OutboxTable): string[] {
+    const t = quoteTable(table);
+    requireSchemaVersion(version);
+    const [expired, noOutcome] = V1_CLAIM_NOTES;
+    return [
+      `ALTER TABLE ${t} ADD COLUMN "expired_attempts" integer NOT NULL DEFAULT 0`,
+      `ALTER TABLE ${t} ADD COLUMN "last_expired_attempt" integer`,
+      `ALTER TABLE ${t} ADD COLUMN "note" text`,
+      // The claim's remarks move out of last_error, and an expiry noted there becomes data.
+      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL, "expired_attempts" = 1, ` +
+        `"last_expired_attempt" = CAST(substr("last_error", 9, instr(substr("last_error", 9), ' ') - 1) AS INTEGER) ` +
+        `WHERE "last_error" LIKE '${expired}'`,
+      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL WHERE "last_error" LIKE '${noOutcome}'`,
+    ];
+  }
+
+  downgrade(version: number, table: OutboxTable): string[] {
+    const t = quoteTable(table);
+    requireSchemaVersion(version);
+    return [
+      `UPDATE ${t} SET "last_error" = "note" WHERE "note" LIKE '${V1_CLAIM_NOTES[0]}' OR ("note" IS NOT NULL AND "last_error" IS NULL)`,
+      `ALTER TABLE ${t} DROP COLUMN "note"`,
+      `ALTER TABLE ${t} DROP COLUMN "last_expired_attempt"`,
+      `ALTER TABLE ${t} DROP COLUMN "expired_attempts"`,
+    ];
+  }
+
+  columns(table: OutboxTable): Statement {
+    return { sql: 'SELECT "name" FROM pragma_table_info(?)', params: [table.name] };
+  }
+
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>) {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
@@ -120,10 +151,12 @@ export class SqliteDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN "available_at" ELSE (SELECT "lease_end" FROM clock) END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN ${now} ELSE NULL END,
-          "last_error" = CASE
+          "expired_attempts" = "expired_attempts" + CASE WHEN "claim_token" IS NOT NULL THEN 1 ELSE 0 END,
+          "last_expired_attempt" = CASE WHEN "claim_token" IS NOT NULL THEN "attempts" ELSE "last_expired_attempt" END,
+          "note" = CASE
             WHEN "claim_token" IS NOT NULL THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${LEASE_EXPIRED}'
-            WHEN ${spent} THEN COALESCE("last_error", 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${NO_OUTCOME}')
-            ELSE "last_error" END
+            WHEN ${spent} AND "last_error" IS NULL THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${NO_OUTCOME}'
+            ELSE "note" END
         WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}
         RETURNING *`,
       params: [

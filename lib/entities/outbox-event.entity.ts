@@ -44,6 +44,9 @@ export function createOutboxEntity(tableName: string = DEFAULT_TABLE_NAME): Outb
     @Column({ name: 'claim_token', type: 'varchar', length: 36, nullable: true }) claimToken!: string | null;
     @Column({ name: 'completed_handlers', type: 'text', transformer: json }) completedHandlers!: string[];
     @Column({ name: 'last_error', type: 'text', nullable: true }) lastError!: string | null;
+    @Column({ name: 'expired_attempts', type: 'integer' }) expiredAttempts!: number;
+    @Column({ name: 'last_expired_attempt', type: 'integer', nullable: true }) lastExpiredAttempt!: number | null;
+    @Column({ name: 'note', type: 'text', nullable: true }) note!: string | null;
     @Column({ name: 'created_at', type: 'varchar', transformer: time }) createdAt!: Date;
     @Column({ name: 'processed_at', type: 'varchar', nullable: true, transformer: time }) processedAt!: Date | null;
   }

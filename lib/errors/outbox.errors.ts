@@ -99,6 +99,26 @@ export class OutboxTableMissingError extends OutboxError {
   }
 }
 
+/**
+ * The outbox table is at an older schema version than this version of the library needs: a migration
+ * of `OutboxMigrations` has not run. Found at start-up, before anything is written.
+ */
+export class OutboxSchemaOutdatedError extends OutboxError {
+  constructor(
+    readonly table: string,
+    readonly foundVersion: number,
+    readonly neededVersion: number,
+    readonly missingMigration: string,
+  ) {
+    super(
+      `The outbox table ${table} is at schema version ${foundVersion}; this version of nestjs-typeorm-outbox needs ` +
+        `${neededVersion}. Run the missing migration ${missingMigration}: list every outbox migration in your ` +
+        "DataSource's migrations (`migrations: [...OutboxMigrations]`, or `...createOutboxMigrations('<table>')`) and " +
+        'run them (see Upgrading in the README).',
+    );
+  }
+}
+
 /** A `dedupeKey` was published again with a different topic, key, payload or headers. Nothing was written. */
 export class OutboxDedupeConflictError extends OutboxError {
   constructor(

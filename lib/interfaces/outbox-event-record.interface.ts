@@ -16,7 +16,14 @@ export interface OutboxEventRecord {
   claimToken: string | null;
   /** Names of the handlers that already succeeded. */
   completedHandlers: string[];
+  /** The error the last failed attempt recorded; never overwritten by a lease expiry or a release. */
   lastError: string | null;
+  /** How many attempts outlived their lease (the worker stopped, crashed or stalled mid-attempt). */
+  expiredAttempts: number;
+  /** The number of the last attempt that outlived its lease. */
+  lastExpiredAttempt: number | null;
+  /** What the outbox itself noted: "attempt 2 of 5 did not finish before its lease expired …". */
+  note: string | null;
   createdAt: Date;
   /** When the event was delivered or dead-lettered. */
   processedAt: Date | null;

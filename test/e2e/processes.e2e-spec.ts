@@ -78,7 +78,8 @@ describe.each(backends())('a worker process killed with SIGKILL on %s', (backend
     expect(app.module.get(LocalHandler).seen).toHaveLength(0);
     const [row] = await outboxRows(app);
     expect(row).toMatchObject({ id, status: 'dead', attempts: 1 });
-    expect(row.last_error).toMatch(/attempt 1 of 1 did not finish before its lease expired/);
+    expect(row.note).toMatch(/attempt 1 of 1 did not finish before its lease expired/);
+    expect(row).toMatchObject({ expired_attempts: 1, last_expired_attempt: 1, last_error: null });
   });
 });
 

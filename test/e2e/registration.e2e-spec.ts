@@ -5,10 +5,11 @@ import type { DataSource, Repository } from 'typeorm';
 import {
   createOutboxEntity,
   createOutboxMigration,
+  createOutboxMigrations,
   OutboxConfigurationError,
   OutboxEventEntity,
   OutboxHandler,
-  OutboxMigration,
+  OutboxMigrations,
   OutboxModule,
   OutboxService,
   OutboxWorker,
@@ -124,8 +125,8 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     return id;
   }
 
-  it('works with the entity listed by hand and OutboxMigration in the app migrations', async () => {
-    const module = await boot({ entities: [OutboxEventEntity], migrations: [OutboxMigration] });
+  it('works with the entity listed by hand and OutboxMigrations in the app migrations', async () => {
+    const module = await boot({ entities: [OutboxEventEntity], migrations: [...OutboxMigrations] });
     const id = await roundTrip(module);
     expect(await module.get<DataSource>(getDataSourceToken()).query(sql(backend, 'SELECT count(*) AS n FROM "customers"'))).toHaveLength(1);
     const repo = module.get(getDataSourceToken()).getRepository(OutboxEventEntity) as Repository<OutboxEventRecord>;
@@ -137,7 +138,7 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
   });
 
   it('works with autoLoadEntities: the repository of the entity is injectable', async () => {
-    const module = await boot({ autoLoadEntities: true, migrations: [OutboxMigration] });
+    const module = await boot({ autoLoadEntities: true, migrations: [...OutboxMigrations] });
     const id = await roundTrip(module);
     const repo = module.get<Repository<OutboxEventRecord>>(getRepositoryToken(OutboxEventEntity));
     expect((await repo.findOneByOrFail({ id })).headers).toEqual({});
@@ -151,15 +152,18 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     expect(createOutboxEntity('audit_events')).toBe(createOutboxEntity('audit_events'));
     expect(createOutboxMigration('audit_events')).toBe(createOutboxMigration('audit_events'));
     const module = await boot(
-      { autoLoadEntities: true, migrations: [createOutboxMigration('audit_events')] },
+      { autoLoadEntities: true, migrations: createOutboxMigrations('audit_events') },
       { tableName: 'audit_events' },
     );
     const id = await roundTrip(module);
     const repo = module.get<Repository<OutboxEventRecord>>(getRepositoryToken(createOutboxEntity('audit_events')));
     expect(await repo.countBy({ id })).toBe(1);
     const ds = module.get<DataSource>(getDataSourceToken());
-    await ds.undoLastMigration();
     const runner = ds.createQueryRunner();
+    await ds.undoLastMigration();
+    expect(await runner.hasColumn('audit_events', 'expired_attempts')).toBe(false);
+    expect(await runner.hasTable('audit_events')).toBe(true);
+    await ds.undoLastMigration();
     expect(await runner.hasTable('audit_events')).toBe(false);
     await runner.release();
     await module.close();
@@ -170,7 +174,7 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     drop = db.drop;
     const module = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ ...db.options, migrationsRun: true, autoLoadEntities: true, migrations: [createOutboxMigration('async_events')] }),
+        TypeOrmModule.forRoot({ ...db.options, migrationsRun: true, autoLoadEntities: true, migrations: createOutboxMigrations('async_events') }),
         ...clsImports(),
         OutboxModule.forRootAsync({
           tableName: 'async_events',
@@ -194,7 +198,7 @@ describe('start-up errors', () => {
   afterAll(() => removeSqliteFile(file));
   // With the table in place, so that each test meets the error it is about rather than the missing table.
   const typeorm = () =>
-    TypeOrmModule.forRoot({ ...sqliteOptions(sqliteBackends()[0], file), migrations: [OutboxMigration], migrationsRun: true });
+    TypeOrmModule.forRoot({ ...sqliteOptions(sqliteBackends()[0], file), migrations: [...OutboxMigrations], migrationsRun: true });
 
   async function bootError(imports: unknown[], providers: unknown[] = []) {
     const error = await Test.createTestingModule({ imports: imports as never, providers: providers as never })
@@ -263,7 +267,7 @@ describe('start-up errors', () => {
       // Both tables exist: the refusal is about the modules, not about a missing migration.
       TypeOrmModule.forRoot({
         ...sqliteOptions(sqliteBackends()[0], own),
-        migrations: [OutboxMigration, createOutboxMigration('second_outbox')],
+        migrations: [...OutboxMigrations, ...createOutboxMigrations('second_outbox')],
         migrationsRun: true,
       }),
       ...clsImports(),
@@ -357,7 +361,7 @@ describe.each(backends())('several outboxes in one application on %s', (backend)
       table,
       providers: [Sink, GlobalOutboxUser],
       imports: [SecondOutboxModule],
-      extraTypeOrm: { migrations: [createOutboxMigration(table), createOutboxMigration(second)] },
+      extraTypeOrm: { migrations: [...createOutboxMigrations(table), ...createOutboxMigrations(second)] },
     });
     // Injected, as an application gets them (TestingModule.get would take whichever it finds first).
     const main = app.module.get(GlobalOutboxUser);

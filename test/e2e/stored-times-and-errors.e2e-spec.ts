@@ -1,6 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, type OutboxMessage } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import type { OutboxStore } from '../../lib/outbox.store';
 import { backends, type BackendName } from '../fixtures/backends';
+import { eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
 
 @Injectable()
@@ -89,6 +92,27 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
     expect(await app.worker.drain()).toMatchObject({ deadLettered: 1 });
     const [dead] = await outboxRows(app);
     expect(dead).toMatchObject({ status: 'dead', attempts: 2 });
-    expect(dead.last_error).toBe('attempt 2 of 2 ended without a recorded outcome, and no attempt is left');
+    expect(dead).toMatchObject({ last_error: null, note: 'attempt 2 of 2 ended without a recorded outcome, and no attempt is left' });
+  });
+
+  it('keeps the real error of an attempt when the next one outlives its lease, and notes the expiry apart', async () => {
+    const app = await start(2, undefined, 60_000);
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('sync', {}));
+    expect(await app.worker.drain()).toMatchObject({ failed: 1 });
+    await app.raw.query(`UPDATE "${app.table}" SET "available_at" = "created_at"`);
+    // A worker takes attempt 2 and is never heard of again.
+    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    expect((await store.claim({ batchSize: 10, leaseMs: 1000, maxAttempts: 2 })).events).toHaveLength(1);
+    await eventually(async () => (await app.worker.drain()).deadLettered === 1, 10_000, 'the lease to expire');
+    const [dead] = await outboxRows(app);
+    expect(dead).toMatchObject({
+      id,
+      status: 'dead',
+      attempts: 2,
+      last_error: 'Upstream.handle: Error: upstream answered 503',
+      note: expect.stringMatching(/^attempt 2 of 2 did not finish before its lease expired/),
+    });
+    expect(Number(dead.expired_attempts)).toBe(1);
+    expect(app.logger.matching(/attempt 2 of 2 did not finish .*; last error: Upstream.handle: Error: upstream answered 503$/)).toHaveLength(1);
   });
 });

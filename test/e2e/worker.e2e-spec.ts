@@ -239,7 +239,7 @@ describe.each(backends())('worker on %s', (backend) => {
     expect(b.calls).toHaveLength(0);
     const stored = await row(id);
     expect(stored).toMatchObject({ status: 'dead', attempts: 1, claim_token: null });
-    expect(stored.last_error).toMatch(/attempt 1 of 1 did not finish before its lease expired/);
+    expect(stored.note).toMatch(/attempt 1 of 1 did not finish before its lease expired/);
     expect(app.logger.matching(/Dead-lettered outbox event/)).toHaveLength(1);
   });
 
@@ -293,7 +293,8 @@ describe.each(backends())('worker on %s', (backend) => {
     expect(Math.max(...fresh.map((e) => b.trace.indexOf(`end ${e.id}`)))).toBeLessThan(firstSuspect);
     for (const { id } of cut) {
       expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 2 });
-      expect((await row(id)).last_error).toMatch(/^attempt 1 of 3 did not finish before its lease expired/);
+      expect((await row(id)).note).toMatch(/^attempt 1 of 3 did not finish before its lease expired/);
+      expect(await row(id)).toMatchObject({ last_error: null, last_expired_attempt: 1 });
     }
     for (const { id } of fresh) expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, last_error: null });
     expect(app.logger.matching(/: attempt 1 did not finish before its lease expired; running attempt 2 alone$/)).toHaveLength(3);

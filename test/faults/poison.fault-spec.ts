@@ -52,12 +52,12 @@ describe.each(faultBackends())('poison message on %s', (backend: BackendName) =>
     expect(fleet.selfKills.map((k) => [k.point, k.id, k.attempt])).toEqual(
       Array.from({ length: MAX_ATTEMPTS }, (_, i) => ['poison', poison, i + 1]),
     );
-    const [row] = await app.raw.query<{ attempts: number; last_error: string }>(
-      `SELECT "attempts", "last_error" FROM "${app.table}" WHERE "id" = ?`,
+    const [row] = await app.raw.query<{ attempts: number; note: string }>(
+      `SELECT "attempts", "note" FROM "${app.table}" WHERE "id" = ?`,
       [poison],
     );
     expect(Number(row.attempts)).toBe(MAX_ATTEMPTS);
-    expect(row.last_error).toMatch(new RegExp(`^attempt ${MAX_ATTEMPTS} of ${MAX_ATTEMPTS} did not finish before its lease expired`));
+    expect(row.note).toMatch(new RegExp(`^attempt ${MAX_ATTEMPTS} of ${MAX_ATTEMPTS} did not finish before its lease expired`));
     // Its batch-mates lost one attempt to the first crash at most: after it, the poison ran alone.
     const [{ worst }] = await app.raw.query<{ worst: number }>(
       `SELECT max("attempts") AS "worst" FROM "${app.table}" WHERE "id" <> ?`,

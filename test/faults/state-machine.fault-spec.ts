@@ -38,8 +38,10 @@ interface ModelEvent {
   token: string | null;
   /** Whether the lease of `token` is still running (meaningless without a token). */
   leaseLive: boolean;
-  /** What `last_error` must hold; undefined where the protocol does not say (it must then be set). */
-  lastError: string | null | undefined;
+  /** What `last_error` must hold: the last recorded failure, which no claim or release overwrites. */
+  lastError: string | null;
+  /** What `note` must hold; undefined where the protocol does not say (it must then be set). */
+  note: string | null | undefined;
 }
 
 /** One claim a simulated worker made: it keeps the token and ids for ever, so it also acts on stale ones. */
@@ -66,6 +68,7 @@ interface Row {
   attempts: number;
   claim_token: string | null;
   last_error: string | null;
+  note: string | null;
   completed_handlers: string;
   available_at: string;
   processed_at: string | null;
@@ -143,7 +146,7 @@ const byDueOrder = (rows: Map<string, Row>) => (a: string, b: string) => {
 async function readRows(r: Real): Promise<Map<string, Row>> {
   const { time, json, now } = r.clock;
   const raw = await r.app.raw.query(
-    `SELECT "id", "status", "attempts", "claim_token", "last_error", ${json('completed_handlers')} AS "completed_handlers",
+    `SELECT "id", "status", "attempts", "claim_token", "last_error", "note", ${json('completed_handlers')} AS "completed_handlers",
             ${time('available_at')} AS "available_at", ${time('processed_at')} AS "processed_at",
             ${time('created_at')} AS "created_at", ("available_at" > ${now}) AS "future"
      FROM "${r.app.table}"`,
@@ -156,6 +159,7 @@ async function readRows(r: Real): Promise<Map<string, Row>> {
         attempts: Number(row.attempts),
         claim_token: row.claim_token == null ? null : String(row.claim_token),
         last_error: (row.last_error as string | null) ?? null,
+        note: (row.note as string | null) ?? null,
         completed_handlers: String(row.completed_handlers),
         available_at: String(row.available_at),
         processed_at: row.processed_at == null ? null : String(row.processed_at),
@@ -192,8 +196,9 @@ async function verify(m: Model, r: Real, touched: Set<string>, command: string):
       { status: e.status, attempts: e.attempts, claim_token: e.status === 'pending' ? e.token : null },
       `${where} differs from the model`,
     );
-    if (e.lastError !== undefined) same(row.last_error, e.lastError, `${where}: last_error`);
-    else check(row.last_error !== null, () => `${where}: last_error is empty`);
+    same(row.last_error, e.lastError, `${where}: last_error`);
+    if (e.note !== undefined) same(row.note, e.note, `${where}: note`);
+    else check(row.note !== null, () => `${where}: note is empty`);
     if (e.status === 'pending') {
       // In flight exactly when it holds a token whose lease runs; every other pending row is due now.
       const problem = inFlight(e) ? 'a live lease is not in the future' : 'a claimable row is not due';
@@ -247,14 +252,14 @@ class Publish implements Cmd {
       r.app.outbox.publishMany(Array.from({ length: this.n }, (_, i) => ({ topic: 'sm.event', payload: { i } }))),
     );
     for (const { id } of results) {
-      m.events.set(id, { id, status: 'pending', attempts: 0, token: null, leaseLive: false, lastError: null });
+      m.events.set(id, { id, status: 'pending', attempts: 0, token: null, leaseLive: false, lastError: null, note: null });
     }
     await verify(m, r, new Set(results.map((p) => p.id)), this.toString());
   }
   toString = () => `publish(${this.n})`;
 }
 
-/** What a claim writes to `last_error` when it finds that attempt `n`'s lease ran out. */
+/** What a claim notes when it finds that attempt `n`'s lease ran out. */
 const expiredAttempt = (n: number) => `attempt ${n} of ${MAX_ATTEMPTS} ${LEASE_EXPIRED}`;
 
 /** Checks what one claim returned against the model, and applies it there. */
@@ -274,7 +279,7 @@ function applyClaim(m: Model, worker: number, result: Awaited<ReturnType<OutboxS
     );
     if (e.token !== null) {
       count('claim took over an expired lease');
-      e.lastError = expiredAttempt(e.attempts);
+      e.note = expiredAttempt(e.attempts);
     }
     Object.assign(e, { attempts: e.attempts + 1, token: result.token, leaseLive: true });
   }
@@ -287,8 +292,10 @@ function applyClaim(m: Model, worker: number, result: Awaited<ReturnType<OutboxS
     );
     count(e.token !== null ? 'claim dead-lettered an expired last attempt' : 'claim dead-lettered a given-back last attempt');
     // A last attempt given back (released with its count kept, or failed for a retry) is dead at the
-    // next claim; the protocol says only that last_error must then explain why, not in which words.
-    e.lastError = e.token !== null ? expiredAttempt(e.attempts) : undefined;
+    // next claim, keeping its recorded error; with none, the protocol says only that the note must
+    // then explain why, not in which words.
+    if (e.token !== null) e.note = expiredAttempt(e.attempts);
+    else if (e.lastError === null) e.note = undefined;
     Object.assign(e, { status: 'dead', token: null });
   }
   if (result.events.length > 0) m.held[worker].push({ token: result.token, ids: result.events.map((e) => e.id) });

@@ -1,0 +1,63 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { DEFAULT_TABLE_NAME } from '../outbox.constants';
+import { validateTableName } from '../outbox.options';
+import { dialectForType } from '../dialects';
+import { outboxTableOn } from '../dialects/outbox-table';
+import { createOutboxMigration, type OutboxMigrationClass } from './outbox.migration';
+
+/**
+ * The schema versions after the first, in order. Each is released once and never edited: a later
+ * change is a new entry. `marker` is a column the version adds, by which start-up recognises it.
+ */
+export const OUTBOX_SCHEMA_VERSIONS = [
+  // Attempt state as data: lease expiries counted in columns, the outbox's remarks in `note`, so
+  // `last_error` keeps the handler's own error.
+  { version: 2, name: 'OutboxAttemptState', timestamp: 1795996800000, marker: 'expired_attempts' },
+] as const;
+
+const upgrades = new Map<string, OutboxMigrationClass>();
+
+function upgradeMigration(step: (typeof OUTBOX_SCHEMA_VERSIONS)[number], tableName: string): OutboxMigrationClass {
+  const name =
+    tableName === DEFAULT_TABLE_NAME ? `${step.name}${step.timestamp}` : `${step.name}_${tableName}${step.timestamp}`;
+  const existing = upgrades.get(name);
+  if (existing) return existing;
+  class OutboxSchemaUpgrade implements MigrationInterface {
+    name = name;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      const table = outboxTableOn(queryRunner.connection, tableName);
+      for (const sql of dialectForType(String(queryRunner.connection.options.type)).upgrade(step.version, table)) {
+        await queryRunner.query(sql);
+      }
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      const table = outboxTableOn(queryRunner.connection, tableName);
+      for (const sql of dialectForType(String(queryRunner.connection.options.type)).downgrade(step.version, table)) {
+        await queryRunner.query(sql);
+      }
+    }
+  }
+  Object.defineProperty(OutboxSchemaUpgrade, 'name', { value: name });
+  upgrades.set(name, OutboxSchemaUpgrade);
+  return OutboxSchemaUpgrade;
+}
+
+/**
+ * Every migration of an outbox table, oldest first: the table as first released, then each schema
+ * change. Spread it into your DataSource's `migrations`; a new version of this package may append to it.
+ */
+export function createOutboxMigrations(tableName: string = DEFAULT_TABLE_NAME): OutboxMigrationClass[] {
+  validateTableName(tableName);
+  return [createOutboxMigration(tableName), ...OUTBOX_SCHEMA_VERSIONS.map((step) => upgradeMigration(step, tableName))];
+}
+
+/** The migrations of the default `outbox_event` table. */
+export const OutboxMigrations: readonly OutboxMigrationClass[] = createOutboxMigrations();
+
+/** The name of the migration that brings `tableName` to `version`, for messages. */
+export function migrationName(tableName: string, version: number): string {
+  const index = OUTBOX_SCHEMA_VERSIONS.findIndex((step) => step.version === version);
+  return createOutboxMigrations(tableName)[index + 1].name;
+}

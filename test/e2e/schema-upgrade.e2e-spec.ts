@@ -1,0 +1,133 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource, type DataSourceOptions } from 'typeorm';
+import {
+  createOutboxMigration,
+  createOutboxMigrations,
+  OutboxHandler,
+  OutboxSchemaOutdatedError,
+  type OutboxMessage,
+} from '../../lib';
+import { LEASE_EXPIRED } from '../../lib/dialects/dialect.util';
+import { backends, type BackendName, isSqlite, rawDb, type RawDb, removeSqliteFile, sql, sqliteFile, uniqueName } from '../fixtures/backends';
+import { createTestApp, typeOrmOptions, type TestApp } from '../fixtures/test-app';
+
+@Injectable()
+class Sink {
+  seen: OutboxMessage[] = [];
+  @OutboxHandler('upgrade')
+  async handle(m: OutboxMessage) {
+    this.seen.push(m);
+  }
+}
+
+/** Runs the given migrations on the table, as an application's DataSource at start-up does. */
+async function migrate(backend: BackendName, table: string, sqlitePath: string | undefined, migrations: Function[]) {
+  const options = { ...typeOrmOptions(backend, table, sqlitePath), migrations, migrationsRun: true } as DataSourceOptions;
+  const ds = new DataSource(options);
+  await ds.initialize();
+  return ds;
+}
+
+const ids = {
+  due: '0190a2b0-0000-7000-8000-00000000000a',
+  leased: '0190a2b0-0000-7000-8000-00000000000b',
+  expiredBefore: '0190a2b0-0000-7000-8000-00000000000c',
+  dead: '0190a2b0-0000-7000-8000-00000000000d',
+  delivered: '0190a2b0-0000-7000-8000-00000000000e',
+};
+const noteOfV1 = `attempt 1 of 10 ${LEASE_EXPIRED}`;
+
+/**
+ * RELIABILITY "upgrades never break a running install": a table made by the released migration, with
+ * events in every state a stopped worker of the old version leaves, is upgraded by the newer
+ * migrations, and the new module then finishes every event as it should.
+ */
+describe.each(backends())('upgrading the schema from version 1 on %s', (backend) => {
+  let table: string;
+  let sqlitePath: string | undefined;
+  let raw: RawDb;
+  let app: TestApp | undefined;
+
+  beforeEach(async () => {
+    table = uniqueName();
+    sqlitePath = isSqlite(backend) ? sqliteFile() : undefined;
+    raw = await rawDb(backend, sqlitePath);
+  });
+  afterEach(async () => {
+    await app?.dispose();
+    app = undefined;
+    if (!isSqlite(backend)) await raw.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations", "${table}_orders"`);
+    await raw.close();
+    if (sqlitePath) removeSqliteFile(sqlitePath);
+  });
+
+  const past = isSqlite(backend) ? '2020-01-01T00:00:00.000Z' : '2020-01-01 00:00:00';
+
+  async function insert(id: string, status: string, attempts: number, token: string | null, lastError: string | null) {
+    await raw.query(
+      sql(
+        backend,
+        `INSERT INTO "${table}" ("id", "topic", "payload", "headers", "status", "attempts", "available_at", "claim_token",
+           "completed_handlers", "last_error", "created_at") VALUES (?, 'upgrade', '{}', '{}', ?, ?, ?, ?, '[]', ?, ?)`,
+      ),
+      [id, status, attempts, past, token, lastError, past],
+    );
+  }
+
+  const row = async (id: string) =>
+    (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0] as Record<string, unknown>;
+
+  it('keeps every event of a version-1 table: due, leased, lease-expired, dead and delivered', async () => {
+    const v1 = await migrate(backend, table, sqlitePath, [createOutboxMigration(table)]);
+    await v1.destroy();
+    // What the old worker left when it was stopped (its leases have run out since).
+    await insert(ids.due, 'pending', 0, null, null);
+    await insert(ids.leased, 'pending', 1, '11111111-1111-4111-8111-111111111111', null);
+    await insert(ids.expiredBefore, 'pending', 2, '22222222-2222-4222-8222-222222222222', noteOfV1);
+    await insert(ids.dead, 'dead', 10, null, 'Sink.handle: Error: upstream answered 503');
+    await insert(ids.delivered, 'delivered', 1, null, null);
+
+    // The new version refuses the old table, naming the migration to run.
+    const refused: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).catch(
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(OutboxSchemaOutdatedError);
+    expect((refused as Error).message).toContain(`OutboxAttemptState_${table}`);
+
+    const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await upgraded.destroy();
+    // The expiry the old claim wrote into last_error is data now, and last_error is free for real errors.
+    expect(await row(ids.expiredBefore)).toMatchObject({ note: noteOfV1, last_error: null });
+    expect(Number((await row(ids.expiredBefore)).last_expired_attempt)).toBe(1);
+    expect(Number((await row(ids.expiredBefore)).expired_attempts)).toBe(1);
+    expect(await row(ids.dead)).toMatchObject({ note: null, last_error: 'Sink.handle: Error: upstream answered 503' });
+
+    app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
+    const result = await app.worker.drain();
+    expect(result).toMatchObject({ delivered: 3, deadLettered: 0, failed: 0, lostLeases: 0 });
+    expect(app.module.get(Sink).seen.map((m) => m.id).sort()).toEqual([ids.due, ids.leased, ids.expiredBefore].sort());
+    expect(await row(ids.expiredBefore)).toMatchObject({ status: 'delivered', last_error: null });
+    expect(Number((await row(ids.expiredBefore)).last_expired_attempt)).toBe(2);
+    expect(Number((await row(ids.leased)).expired_attempts)).toBe(1);
+    expect(await row(ids.dead)).toMatchObject({ status: 'dead', last_error: 'Sink.handle: Error: upstream answered 503' });
+    expect(await row(ids.delivered)).toMatchObject({ status: 'delivered' });
+  });
+
+  it('runs each migration down to what it was up from', async () => {
+    const v1 = await migrate(backend, table, sqlitePath, [createOutboxMigration(table)]);
+    const columnsOf = async (ds: DataSource) => (await ds.createQueryRunner().getTable(table))?.columns.map((c) => c.name).sort();
+    const v1Columns = await columnsOf(v1);
+    await v1.destroy();
+    await insert(ids.expiredBefore, 'pending', 2, '22222222-2222-4222-8222-222222222222', noteOfV1);
+
+    const ds = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    expect(await columnsOf(ds)).toEqual([...v1Columns!, 'expired_attempts', 'last_expired_attempt', 'note'].sort());
+    await ds.undoLastMigration();
+    expect(await columnsOf(ds)).toEqual(v1Columns);
+    // The old worker finds its expiry where it wrote it.
+    expect(await row(ids.expiredBefore)).toMatchObject({ last_error: noteOfV1 });
+    await ds.undoLastMigration();
+    expect(await ds.createQueryRunner().hasTable(table)).toBe(false);
+    await ds.destroy();
+  });
+});
