@@ -25,6 +25,9 @@ export interface SqlExecutor {
   transaction<T>(work: (run: (statement: Statement) => Promise<StatementResult>) => Promise<T>): Promise<T>;
 }
 
+/** Which connection of a wake-up channel: the one that listens, or the one that notifies. */
+export type WakeUpSide = 'listen' | 'notify';
+
 /** Wakes workers of other instances when events are committed (a hint; polling stays the safety net). */
 export interface WakeUpChannel {
   /** Called after a commit that published events. Must be cheap and never throw. */
@@ -75,7 +78,16 @@ export interface OutboxDialect {
   isTransient(error: unknown): boolean;
 
   /** A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY). */
-  wakeUpChannel?(dataSource: DataSource, table: OutboxTable, onError: (error: unknown) => void): WakeUpChannel;
+  /**
+   * `onError` hears of every failure of either connection (reconnection follows), `onWorking` of each
+   * time one works (LISTEN established, a NOTIFY sent): together, when the channel is lost and restored.
+   */
+  wakeUpChannel?(
+    dataSource: DataSource,
+    table: OutboxTable,
+    onError: (error: unknown, side: WakeUpSide) => void,
+    onWorking?: (side: WakeUpSide) => void,
+  ): WakeUpChannel;
 
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
   /**

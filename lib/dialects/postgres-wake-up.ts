@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import type { WakeUpChannel } from './outbox-dialect.interface';
+import type { WakeUpChannel, WakeUpSide } from './outbox-dialect.interface';
 
 /** A node-postgres client of our own, outside the application's pool. */
 interface OwnClient {
@@ -56,7 +56,9 @@ export class PostgresWakeUp implements WakeUpChannel {
   constructor(
     private readonly dataSource: DataSource,
     table: string,
-    private readonly onError: (error: unknown) => void,
+    private readonly onError: (error: unknown, side: WakeUpSide) => void,
+    /** Told each time a connection works, so that whoever heard of an error knows when it is over. */
+    private readonly onWorking: (side: WakeUpSide) => void = () => undefined,
   ) {
     this.channel = `outbox_${table}`;
     // The table name is an identifier (validated) and the sender a UUID: nothing here needs escaping.
@@ -100,9 +102,10 @@ export class PostgresWakeUp implements WakeUpChannel {
       const connection = await (this.notifier ??= this.openNotifier());
       // Simple protocol, no parameters: the whole transaction is one message and one round trip.
       await connection.query(this.notifySql);
+      this.onWorking('notify');
     } catch (error) {
       this.notifier = undefined; // reconnect on the next commit
-      this.onError(error); // the pollers still find the events
+      this.onError(error, 'notify'); // the pollers still find the events
     } finally {
       this.sending = false;
     }
@@ -151,7 +154,7 @@ export class PostgresWakeUp implements WakeUpChannel {
       if (this.client === client) this.client = undefined;
       client.end().catch(() => undefined);
       if (this.closed) return;
-      this.onError(error);
+      this.onError(error, 'listen');
       const delay = RECONNECT_MS[Math.min(nextAttempt, RECONNECT_MS.length - 1)];
       setTimeout(() => void this.connect(wake, nextAttempt), delay).unref();
     };
@@ -188,6 +191,7 @@ export class PostgresWakeUp implements WakeUpChannel {
     }
     this.client = client;
     this.detach = detach;
+    this.onWorking('listen');
     // Notifications sent while no one listened are gone: look for work once now.
     wake();
   }

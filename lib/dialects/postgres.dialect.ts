@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { PostgresWakeUp } from './postgres-wake-up';
-import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement, WakeUpSide } from './outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from './dialect.util';
 import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from './dialect.util';
 import type { ValidatedEvent } from '../outbox.validation';
@@ -22,8 +22,13 @@ export class PostgresDialect implements OutboxDialect {
     requireVersion('PostgreSQL', String(rows[0]?.server_version ?? ''), '13.0');
   }
 
-  wakeUpChannel(dataSource: DataSource, table: OutboxTable, onError: (error: unknown) => void) {
-    return new PostgresWakeUp(dataSource, table.path, onError);
+  wakeUpChannel(
+    dataSource: DataSource,
+    table: OutboxTable,
+    onError: (error: unknown, side: WakeUpSide) => void,
+    onWorking?: (side: WakeUpSide) => void,
+  ) {
+    return new PostgresWakeUp(dataSource, table.path, onError, onWorking);
   }
 
   tableExists(table: OutboxTable): Statement {
