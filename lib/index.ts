@@ -2,6 +2,27 @@ export { OutboxModule } from './outbox.module';
 export type { OutboxModuleExtras } from './outbox.module-definition';
 export { OutboxService } from './outbox.service';
 export { OutboxWorker, type OutboxDrainResult } from './outbox.worker';
+export { OutboxEvents } from './delivery/outbox-events';
+export type {
+  OutboxClaimedEvent,
+  OutboxDeadLetteredEvent,
+  OutboxDeadLetterReason,
+  OutboxDeliveredEvent,
+  OutboxHandlerFailedEvent,
+  OutboxHandlerSucceededEvent,
+  OutboxLeaseLostEvent,
+  OutboxLifecycleEvent,
+  OutboxLifecycleEventType,
+  OutboxPublishedEvent,
+  OutboxReleasedEvent,
+  OutboxReleaseReason,
+  OutboxRetryScheduledEvent,
+  OutboxWakeUpLostEvent,
+  OutboxWakeUpRestoredEvent,
+  OutboxWakeUpSide,
+  OutboxWorkerStartedEvent,
+  OutboxWorkerStoppedEvent,
+} from './delivery/lifecycle-event';
 export { OutboxHandler } from './decorators/outbox-handler.decorator';
 export {
   OUTBOX_DEFAULTS,

@@ -6,6 +6,7 @@ import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox.option
 import { validateTableName } from './outbox.options';
 import { createOutboxEntity } from './entities/outbox-event.entity';
 import { OutboxStore } from './outbox.store';
+import { OutboxEvents } from './delivery/outbox-events';
 
 /**
  * Values that decide which providers and imports exist, so they must be known when the module is
@@ -44,15 +45,19 @@ export const {
         extras.dataSource instanceof DataSource
           ? {
               provide: OUTBOX_STORE,
-              inject: [OUTBOX_OPTIONS],
-              useFactory: (options: ResolvedOutboxOptions) =>
-                OutboxStore.create(extras.dataSource as DataSource, options.tableName),
+              inject: [OUTBOX_OPTIONS, OutboxEvents],
+              useFactory: (options: ResolvedOutboxOptions, events: OutboxEvents) =>
+                OutboxStore.create(extras.dataSource as DataSource, options.tableName, events),
             }
           : {
               provide: OUTBOX_STORE,
-              inject: [OUTBOX_OPTIONS, getDataSourceToken(dataSourceName)],
-              useFactory: (options: ResolvedOutboxOptions, named: DataSource) =>
-                OutboxStore.create(options.dataSource instanceof DataSource ? options.dataSource : named, options.tableName),
+              inject: [OUTBOX_OPTIONS, getDataSourceToken(dataSourceName), OutboxEvents],
+              useFactory: (options: ResolvedOutboxOptions, named: DataSource, events: OutboxEvents) =>
+                OutboxStore.create(
+                  options.dataSource instanceof DataSource ? options.dataSource : named,
+                  options.tableName,
+                  events,
+                ),
             };
       return {
         ...definition,

@@ -8,6 +8,7 @@ import { resolveOutboxOptions, type OutboxModuleOptions } from './outbox.options
 import { OutboxExplorer } from './outbox.explorer';
 import { OutboxService } from './outbox.service';
 import { OutboxWorker } from './outbox.worker';
+import { OutboxEvents } from './delivery/outbox-events';
 
 /**
  * Table and data source shape the module's imports, so forRootAsync takes them beside `useFactory`.
@@ -49,7 +50,8 @@ function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleE
     OutboxService,
     OutboxExplorer,
     OutboxWorker,
+    OutboxEvents,
   ],
-  exports: [OutboxService, OutboxWorker],
+  exports: [OutboxService, OutboxWorker, OutboxEvents],
 })
 export class OutboxModule extends OutboxConfigurableModuleClass {}

@@ -10,7 +10,9 @@ import type {
   StatementResult,
   StoredEvent,
   WakeUpChannel,
+  WakeUpSide,
 } from './dialects/outbox-dialect.interface';
+import { OutboxEvents } from './delivery/outbox-events';
 import { outboxTable, outboxTableOn, type OutboxTable } from './dialects/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from './dialects/sqlite-connection-gate';
 import { OutboxDedupeConflictError, OutboxSchemaOutdatedError, OutboxTableMissingError } from './errors/outbox.errors';
@@ -31,7 +33,19 @@ export interface ClaimResult {
    * the reason. `deadLettered`: the claim already dead-lettered it, its attempts spent; else it is
    * leased to this claim like the events.
    */
-  undecodable: Array<{ id: string; error: string; deadLettered: boolean }>;
+  undecodable: Array<{ id: string; topic: string; attempts: number; error: string; deadLettered: boolean }>;
+}
+
+/** An event published in a transaction not yet committed, at the savepoint depth it was written in. */
+interface PublishedEntry {
+  id: string;
+  topic: string;
+  depth: number;
+}
+
+/** TypeORM counts nested transactions (savepoints) on the query runner; its type keeps the count protected. */
+function transactionDepth(runner: QueryRunner): number {
+  return (runner as unknown as { transactionDepth?: number }).transactionDepth ?? 1;
 }
 
 const COLUMNS_PER_INSERTED_ROW = 8;
@@ -62,17 +76,38 @@ export class OutboxStore {
   constructor(
     readonly dataSource: DataSource,
     tableName: string,
+    private readonly events: OutboxEvents = new OutboxEvents(),
   ) {
     this.table = outboxTableOn(dataSource, tableName);
     this.publishedKey = `outbox:published:${this.table.path}`;
     this.dialect = dialectForType(String(dataSource.options.type));
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
-    this.wakeUp = this.dialect.wakeUpChannel?.(dataSource, this.table, (error) => this.onWakeUpError?.(error));
+    this.wakeUp = this.dialect.wakeUpChannel?.(
+      dataSource,
+      this.table,
+      (error, side) => this.wakeUpFailed(error, side),
+      (side) => this.wakeUpWorking(side),
+    );
     dataSource.subscribers.push(this.commitWatcher());
   }
 
   /** Where wake-up errors go (the worker logs them); they never affect publishing. */
   onWakeUpError: ((error: unknown) => void) | undefined;
+
+  /** The sides of the wake-up channel whose loss was reported and not yet their return. */
+  private readonly wakeUpDown = new Set<WakeUpSide>();
+
+  private wakeUpFailed(error: unknown, side: WakeUpSide): void {
+    if (!this.wakeUpDown.has(side)) {
+      this.wakeUpDown.add(side);
+      if (this.events.observed) this.events.emit({ type: 'wake-up.lost', side, error: describeError(error) });
+    }
+    this.onWakeUpError?.(error);
+  }
+
+  private wakeUpWorking(side: WakeUpSide): void {
+    if (this.wakeUpDown.delete(side) && this.events.observed) this.events.emit({ type: 'wake-up.restored', side });
+  }
 
   /** Calls `listener` after every commit of a transaction that published events. */
   onCommitted(listener: () => void): void {
@@ -89,13 +124,24 @@ export class OutboxStore {
       afterTransactionCommit: (event) => {
         const runner = event.queryRunner;
         if (runner.isTransactionActive || !runner.data?.[key]) return;
+        const published = runner.data[key] as PublishedEntry[];
         delete runner.data[key];
+        if (published.length > 0 && this.events.observed) {
+          this.events.emit({ type: 'published', ids: published.map((p) => p.id), topics: published.map((p) => p.topic) });
+        }
         this.wakeUp?.notify();
         for (const listener of this.committedListeners) listener();
       },
       afterTransactionRollback: (event) => {
         const runner = event.queryRunner;
-        if (!runner.isTransactionActive && runner.data) delete runner.data[key];
+        if (!runner.data?.[key]) return;
+        if (!runner.isTransactionActive) {
+          delete runner.data[key];
+          return;
+        }
+        // A savepoint rolled back (the depth is already the enclosing one's): what it published is gone.
+        const depth = transactionDepth(runner);
+        runner.data[key] = (runner.data[key] as PublishedEntry[]).filter((p) => p.depth <= depth);
       },
     };
   }
@@ -104,8 +150,8 @@ export class OutboxStore {
   private readonly publishedKey: string;
 
   /** A store whose server has been checked: too old a server stops the start-up. */
-  static async create(dataSource: DataSource, table: string): Promise<OutboxStore> {
-    const store = new OutboxStore(dataSource, table);
+  static async create(dataSource: DataSource, table: string, events?: OutboxEvents): Promise<OutboxStore> {
+    const store = new OutboxStore(dataSource, table, events);
     await store.dialect.verifyServer(store.executor);
     await store.verifyTable(table);
     return store;
@@ -231,7 +277,8 @@ export class OutboxStore {
     });
 
     const runner = manager.queryRunner!;
-    runner.data = { ...(runner.data ?? {}), [this.publishedKey]: true };
+    const published: PublishedEntry[] = runner.data?.[this.publishedKey] ?? [];
+    runner.data = { ...(runner.data ?? {}), [this.publishedKey]: published };
     for (const chunk of this.insertChunks(fresh)) await this.runIn(manager, this.dialect.insert(this.table, chunk));
 
     // A concurrent transaction may have committed the same dedupe key between the check and the
@@ -248,6 +295,13 @@ export class OutboxStore {
     events.forEach((event, index) => {
       if (!results[index]) results[index] = { id: results[firstIndex.get(event.dedupeKey!)!].id, inserted: false };
     });
+    // Collected only while someone listens: the `published` event is built from it at the commit.
+    if (this.events.observed) {
+      const depth = transactionDepth(runner);
+      for (const row of fresh) {
+        if (results[row.index].id === row.id) published.push({ id: row.id, topic: row.event.topic, depth });
+      }
+    }
     return results;
   }
 
@@ -308,7 +362,13 @@ export class OutboxStore {
       try {
         event = this.dialect.decode(row);
       } catch (error) {
-        claim.undecodable.push({ id: String(row.id), error: describeError(error), deadLettered: row.status === 'dead' });
+        claim.undecodable.push({
+          id: String(row.id),
+          topic: String(row.topic),
+          attempts: Number(row.attempts),
+          error: describeError(error),
+          deadLettered: row.status === 'dead',
+        });
         continue;
       }
       if (event.status === 'pending') claim.events.push(event);

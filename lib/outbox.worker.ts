@@ -12,6 +12,8 @@ import { performance } from 'node:perf_hooks';
 import { AckBuffer } from './delivery/ack-buffer';
 import { describeError } from './delivery/describe-error';
 import { LazyAbort } from './delivery/lazy-abort';
+import type { OutboxReleaseReason } from './delivery/lifecycle-event';
+import { OutboxEvents } from './delivery/outbox-events';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from './errors/outbox.errors';
 import type { StoredEvent } from './dialects/outbox-dialect.interface';
@@ -103,6 +105,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     private readonly explorer: OutboxExplorer,
     private readonly moduleRef: ModuleRef,
+    private readonly events: OutboxEvents,
   ) {
     this.intervalName = `outbox-worker:${store.table.path}`;
   }
@@ -117,6 +120,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.store.onCommitted(() => this.kick());
     this.store.onWakeUpError = (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`);
     await this.store.wakeUp?.listen(() => this.kick());
+    if (this.events.observed) this.events.emit({ type: 'worker.started' });
     this.poll();
   }
 
@@ -144,6 +148,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.closed = true;
     if (finished) await this.stopTransports();
     else await this.abandonRun(timeoutMs);
+    if (this.scope && this.events.observed) this.events.emit({ type: 'worker.stopped', timedOut: !finished });
   }
 
   /**
@@ -169,10 +174,14 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         ` and the ${unstartedCount} claimed event(s) not started`,
     );
     await Promise.all([
-      ...[...unstarted].map(([token, { ids, total }]) => this.releaseUnstarted(ids, token, total)),
+      ...[...unstarted].map(([token, { ids, total }]) => this.releaseUnstarted(ids, token, total, 'shutdown')),
       ...running.map(async ([id, { token, abort }]) => {
         for (const signal of abort) signal.abort(new Error('the application is shutting down'));
-        await this.store.release(id, token, false).catch((error) => this.logStoreError('release', id, error));
+        const released = await this.store
+          .release(id, token, false)
+          .catch((error) => this.logStoreError('release', id, error));
+        if (released === undefined) return;
+        this.emitWritten([id], released ? 1 : 0, 'release', { uncounted: false, why: 'shutdown' });
       }),
     ]);
   }
@@ -236,6 +245,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         break;
       }
       const claimedAt = performance.now();
+      if (this.events.observed) this.emitClaim(claim);
       for (const event of claim.events) this.waiting.set(event.id, { token: claim.token, total });
       for (const event of claim.deadLettered) {
         total.deadLettered++;
@@ -279,6 +289,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     }
     // Else the claim dead-lettered it already, its attempts spent: only the reading failed.
     total.deadLettered++;
+    if (this.events.observed) {
+      const { id, topic, attempts: attempt } = row;
+      this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason: 'undecodable' });
+    }
     this.logger.error(`Dead-lettered outbox event ${row.id}: ${error}`);
   }
 
@@ -317,12 +331,18 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   /** Gives claimed events back uncounted, in one statement. */
-  private async releaseUnstarted(ids: string[], token: string, total: OutboxDrainResult): Promise<number> {
+  private async releaseUnstarted(
+    ids: string[],
+    token: string,
+    total: OutboxDrainResult,
+    why: OutboxReleaseReason = 'isolation',
+  ): Promise<number> {
     for (const id of ids) this.waiting.delete(id);
     try {
       const released = await this.store.releaseMany(ids, token, true);
       total.released += released;
       total.lostLeases += ids.length - released;
+      this.emitWritten(ids, released, 'release', { uncounted: true, why });
       return released;
     } catch (error) {
       this.logStoreError('release', ids.join(', '), error);
@@ -337,7 +357,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     total: OutboxDrainResult,
   ): Promise<void> {
     if (events.length === 0) return;
-    const acks = new AckBuffer((ids) => this.acknowledge(ids, token, total));
+    const acks = new AckBuffer((ids) => this.acknowledge(ids, token, total, events));
     this.ackBuffers.add(acks);
     let next = 0;
     const lanes = Array.from({ length: Math.min(this.options.worker.concurrency, events.length) }, async () => {
@@ -358,10 +378,11 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   /** One statement for a batch of successes, fenced by the claim token. */
-  private async acknowledge(ids: string[], token: string, total: OutboxDrainResult): Promise<void> {
+  private async acknowledge(ids: string[], token: string, total: OutboxDrainResult, batch: StoredEvent[]): Promise<void> {
     try {
       const acknowledged = await this.store.acknowledge(ids, token);
       total.delivered += acknowledged;
+      this.emitWritten(ids, acknowledged, 'acknowledge', batch);
       if (acknowledged < ids.length) {
         total.lostLeases += ids.length - acknowledged;
         this.logger.warn(
@@ -393,6 +414,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       const recorded = await this.record('release', event.id, () => this.store.release(event.id, token, true));
       if (recorded === 'done') total.released++;
       else if (recorded === 'rejected') total.lostLeases++;
+      if (recorded === 'done' && this.events.observed) {
+        const why = this.stopping ? 'shutdown' : 'lease-budget';
+        this.events.emit({ type: 'released', ids: [event.id], uncounted: true, why });
+      }
       return false;
     }
 
@@ -436,6 +461,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     if (recorded === 'rejected') total.lostLeases++;
     // Not recorded (logged by record()): the lease will expire and the event be claimed again.
     if (recorded !== 'done') return false;
+    if (this.events.observed) {
+      this.emitFailure(event, errorText, deadLetter ? (nonRetryable ? 'non-retryable' : 'handler') : retryDelayMs);
+    }
     if (deadLetter) {
       total.deadLettered++;
       this.logger.error(
@@ -482,15 +510,20 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         reject(error);
       }, handler.timeoutMs);
     });
+    // Timed only while someone listens for the outcome.
+    const started = this.events.observed ? performance.now() : -1;
+    let outcome: HandlerOutcome;
     try {
       await Promise.race([Promise.resolve().then(() => handler.invoke(message)), timedOut]);
-      return { handler };
+      outcome = { handler };
     } catch (error) {
-      return { handler, error };
+      outcome = { handler, error };
     } finally {
       clearTimeout(timer);
       running.delete(abort);
     }
+    if (started >= 0) this.emitHandlerRun(event, outcome, performance.now() - started);
+    return outcome;
   }
 
   /** Runs a fenced state change, logging what did not happen. */
@@ -501,6 +534,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     }
     try {
       if (await change()) return 'done';
+      if (this.events.observed) {
+        this.events.emit({ type: 'lease.lost', ids: [id], count: 1, what: what === 'release' ? 'release' : 'fail' });
+      }
       this.logger.warn(
         `Outbox ${what} of event ${id} rejected: its lease expired and it may belong to another worker now`,
       );
@@ -508,6 +544,66 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     } catch (error) {
       this.logStoreError(what, id, error);
       return 'not-made';
+    }
+  }
+
+  private emitClaim(claim: ClaimResult): void {
+    const leased = claim.undecodable.filter((row) => !row.deadLettered);
+    const ids = [...claim.events.map((e) => e.id), ...leased.map((row) => row.id)];
+    if (ids.length > 0) this.events.emit({ type: 'claimed', token: claim.token, count: ids.length, ids });
+    for (const event of claim.deadLettered) {
+      this.events.emit({
+        type: 'dead-lettered',
+        id: event.id,
+        topic: event.topic,
+        attempt: event.attempts,
+        error: deadLetterReason(event),
+        reason: 'attempts-exhausted-at-claim',
+      });
+    }
+  }
+
+  private emitHandlerRun(event: StoredEvent, outcome: HandlerOutcome, durationMs: number): void {
+    const run = { id: event.id, topic: event.topic, handler: outcome.handler.name, attempt: event.attempts, durationMs };
+    this.events.emit(
+      'error' in outcome
+        ? { type: 'handler.failed', ...run, error: describeError(outcome.error) }
+        : { type: 'handler.succeeded', ...run },
+    );
+  }
+
+  /** A recorded failure: dead-lettered for `reason`, or retried in `delayMs`. */
+  private emitFailure(event: StoredEvent, error: string, outcome: 'handler' | 'non-retryable' | number): void {
+    const { id, topic, attempts: attempt } = event;
+    if (typeof outcome === 'number') {
+      const dueAt = new Date(Date.now() + outcome);
+      this.events.emit({ type: 'retry.scheduled', id, topic, attempt, delayMs: outcome, dueAt, error });
+    } else {
+      this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason: outcome });
+    }
+  }
+
+  /**
+   * What a fenced write of several events did: `applied` of `ids` were written, the rest refused for a
+   * lost lease. The database does not say which; a batch shares one lease, so it is all or none.
+   */
+  private emitWritten(
+    ids: string[],
+    applied: number,
+    what: 'acknowledge' | 'release',
+    detail: StoredEvent[] | { uncounted: boolean; why: OutboxReleaseReason },
+  ): void {
+    if (!this.events.observed) return;
+    if (applied < ids.length) this.events.emit({ type: 'lease.lost', ids, count: ids.length - applied, what });
+    if (applied !== ids.length) return;
+    if (Array.isArray(detail)) {
+      const byId = new Map(detail.map((e) => [e.id, e]));
+      for (const id of ids) {
+        const event = byId.get(id)!;
+        this.events.emit({ type: 'delivered', id, topic: event.topic, attempt: event.attempts });
+      }
+    } else {
+      this.events.emit({ type: 'released', ids, ...detail });
     }
   }
 

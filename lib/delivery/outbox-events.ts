@@ -1,0 +1,57 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { filter, Subject, type Observable } from 'rxjs';
+import { describeError } from './describe-error';
+import { IsolatedObservable } from './isolated-observable';
+import type { OutboxLifecycleEvent, OutboxLifecycleEventType } from './lifecycle-event';
+
+type WithoutAt<E> = E extends unknown ? Omit<E, 'at'> : never;
+
+/** An event as its emitter builds it: `at` is added on emission. */
+export type OutboxLifecycleEventInput = WithoutAt<OutboxLifecycleEvent>;
+
+/**
+ * The lifecycle of this outbox's events, as a stream (see `OutboxLifecycleEvent`). One per
+ * `OutboxModule`; inject it where the module is visible.
+ *
+ * Events are emitted synchronously, on the path of the publish commit and of delivery: subscribers
+ * run inline, so keep them short and hand slow work off (a promise they return is not awaited; its
+ * rejection is logged). What a subscriber throws or rejects with is logged and goes no further: it
+ * never fails a publish or a delivery, nor stops the stream for the others. With no subscriber, the
+ * emitters build nothing.
+ */
+@Injectable()
+export class OutboxEvents {
+  private readonly logger = new Logger('OutboxEvents');
+  private readonly subject = new Subject<OutboxLifecycleEvent>();
+
+  /** Every lifecycle event from the moment of subscription (nothing is replayed). */
+  readonly events$: Observable<OutboxLifecycleEvent> = new IsolatedObservable<OutboxLifecycleEvent>(
+    (subscriber) => this.subject.subscribe(subscriber),
+    (error) => this.subscriberFailed(error),
+  );
+
+  /** The events of the given types, typed accordingly. */
+  ofType<K extends OutboxLifecycleEventType>(...types: K[]): Observable<Extract<OutboxLifecycleEvent, { type: K }>> {
+    return this.events$.pipe(
+      filter((event): event is Extract<OutboxLifecycleEvent, { type: K }> => (types as string[]).includes(event.type)),
+    );
+  }
+
+  /** Whether anyone listens. Emitters check it before building an event, so that none costs anything. */
+  get observed(): boolean {
+    return this.subject.observed;
+  }
+
+  /** For the outbox's own components. */
+  emit(event: OutboxLifecycleEventInput): void {
+    this.subject.next({ ...event, at: new Date() } as OutboxLifecycleEvent);
+  }
+
+  private subscriberFailed(error: unknown): void {
+    try {
+      this.logger.error(`An OutboxEvents subscriber failed (delivery goes on): ${describeError(error)}`);
+    } catch {
+      // A logger that throws must not reach the emitter either.
+    }
+  }
+}
