@@ -13,12 +13,13 @@ export default {
     enableFindRelatedTests: true,
   },
   mutate: [
-    'lib/outbox.worker.ts',
-    'lib/outbox.service.ts',
-    'lib/outbox.store.ts',
+    'lib/delivery/outbox.worker.ts',
+    'lib/publishing/outbox.service.ts',
+    'lib/publishing/transaction-resolver.ts',
+    'lib/store/outbox.store.ts',
     'lib/dialects/**/*.ts',
-    '!lib/dialects/mysql.dialect.ts',
-    '!lib/dialects/postgres*.ts',
+    '!lib/dialects/mysql/**',
+    '!lib/dialects/postgres/**',
   ],
   coverageAnalysis: 'perTest',
   // Mutants in module-level constants (SQL fragments, column lists) would each run every test, with no

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { dialectForType } from '../lib/dialects';
-import { outboxTable } from '../lib/dialects/outbox-table';
+import { dialectForType } from '../lib/dialects/dialect-for-type';
+import { outboxTable } from '../lib/dialects/shared/outbox-table';
 import { MARIADB_URL, PG_URL, SQLITE_FILE, type Db } from './env';
 
 /** Hand-written SQL with the bare drivers: the baseline every figure is compared with. */

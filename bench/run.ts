@@ -14,7 +14,7 @@ import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adap
 import { OutboxService } from '../lib';
 import { OUTBOX_DEFAULTS } from '../lib/outbox.options';
 import { OUTBOX_STORE } from '../lib/outbox.constants';
-import type { OutboxStore } from '../lib/outbox.store';
+import type { OutboxStore } from '../lib/store/outbox.store';
 import { DBS, libraryApp, percentile, type Db } from './env';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 

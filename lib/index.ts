@@ -1,7 +1,7 @@
 export { OutboxModule } from './outbox.module';
 export type { OutboxModuleExtras } from './outbox.module-definition';
-export { OutboxService } from './outbox.service';
-export { OutboxWorker, type OutboxDrainResult } from './outbox.worker';
+export { OutboxService } from './publishing/outbox.service';
+export { OutboxWorker, type OutboxDrainResult } from './delivery/outbox.worker';
 export { OutboxEvents } from './delivery/outbox-events';
 export type {
   OutboxClaimedEvent,
@@ -44,22 +44,22 @@ export {
   ClientProxyTransport,
   type ClientProxyTransportOptions,
   type OutboxClientProxy,
-} from './transports/client-proxy.transport';
+} from './transports/client-proxy/client-proxy.transport';
 export {
   WebhookTransport,
   verifyWebhookSignature,
   type WebhookEnvelope,
   type WebhookTransportOptions,
-} from './transports/webhook.transport';
+} from './transports/webhook/webhook.transport';
 export { InMemoryTransport, type RecordedOutboxMessage } from './transports/in-memory.transport';
 export {
   OutboxEventEntity,
   createOutboxEntity,
   type OutboxEventEntityClass,
-} from './entities/outbox-event.entity';
+} from './schema/outbox-event.entity';
 export type { OutboxEventRecord, OutboxStatus } from './interfaces/outbox-event-record.interface';
-export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './migrations/outbox.migration';
-export { OutboxMigrations, createOutboxMigrations } from './migrations/outbox-migrations';
+export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './schema/outbox.migration';
+export { OutboxMigrations, createOutboxMigrations } from './schema/outbox-migrations';
 export {
   OutboxConfigurationError,
   OutboxDedupeConflictError,

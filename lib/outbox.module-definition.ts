@@ -4,8 +4,8 @@ import { DataSource } from 'typeorm';
 import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox.options';
 import { validateTableName } from './outbox.options';
-import { createOutboxEntity } from './entities/outbox-event.entity';
-import { OutboxStore } from './outbox.store';
+import { createOutboxEntity } from './schema/outbox-event.entity';
+import { OutboxStore } from './store/outbox.store';
 import { OutboxEvents } from './delivery/outbox-events';
 
 /**

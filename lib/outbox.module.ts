@@ -5,9 +5,9 @@ import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS } from './outbox.cons
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import { OutboxConfigurableModuleClass, type OutboxModuleExtras } from './outbox.module-definition';
 import { resolveOutboxOptions, type OutboxModuleOptions } from './outbox.options';
-import { OutboxExplorer } from './outbox.explorer';
-import { OutboxService } from './outbox.service';
-import { OutboxWorker } from './outbox.worker';
+import { OutboxExplorer } from './delivery/outbox.explorer';
+import { OutboxService } from './publishing/outbox.service';
+import { OutboxWorker } from './delivery/outbox.worker';
 import { OutboxEvents } from './delivery/outbox-events';
 
 /**

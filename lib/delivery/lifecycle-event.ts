@@ -1,4 +1,4 @@
-import type { WakeUpSide } from '../dialects/outbox-dialect.interface';
+import type { WakeUpSide } from '../dialects/shared/outbox-dialect.interface';
 
 /**
  * What happens to events between publish and acknowledgement, as `OutboxEvents.events$` reports it.

@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { filter, Subject, type Observable } from 'rxjs';
-import { describeError } from './describe-error';
+import { describeError } from '../utils/describe-error';
 import { IsolatedObservable } from './isolated-observable';
 import type { OutboxLifecycleEvent, OutboxLifecycleEventType } from './lifecycle-event';
 

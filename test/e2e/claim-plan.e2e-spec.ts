@@ -1,5 +1,5 @@
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/outbox.store';
+import type { OutboxStore } from '../../lib/store/outbox.store';
 import { describeEachServer } from '../fixtures/backends';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 

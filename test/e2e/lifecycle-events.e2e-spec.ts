@@ -8,7 +8,7 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/outbox.store';
+import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends } from '../fixtures/backends';
 import { deferred, eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';

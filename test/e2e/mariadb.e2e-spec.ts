@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { Logger as TypeOrmLogger } from 'typeorm';
 import { OutboxHandler, type OutboxMessage } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/outbox.store';
+import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends, rawDb, type RawDb } from '../fixtures/backends';
 import { startWorkerProcess } from '../fixtures/child';
 import { eventually } from '../fixtures/eventually';

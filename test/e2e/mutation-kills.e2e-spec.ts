@@ -12,7 +12,7 @@ import {
   type OutboxTransport,
 } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/outbox.store';
+import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends, isSqlite, removeSqliteFile, sqliteFile } from '../fixtures/backends';
 import { deferred, eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, typeOrmOptions, type TestApp } from '../fixtures/test-app';

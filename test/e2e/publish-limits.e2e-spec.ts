@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, OutboxValidationError, type OutboxMessage } from '../../lib';
 import { OutboxHeadersTooLargeError } from '../../lib/errors/outbox.errors';
-import { MAX_HEADERS_BYTES } from '../../lib/outbox.validation';
+import { MAX_HEADERS_BYTES } from '../../lib/publishing/outbox.validation';
 import { backends } from '../fixtures/backends';
 import { headersOfBytes } from '../fixtures/headers';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';

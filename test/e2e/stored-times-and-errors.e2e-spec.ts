@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, type OutboxMessage } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/outbox.store';
+import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends, type BackendName } from '../fixtures/backends';
 import { eventually } from '../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';

@@ -4,7 +4,7 @@
  * an unrelated error — on every backend.
  */
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/outbox.store';
+import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends } from '../fixtures/backends';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 import {

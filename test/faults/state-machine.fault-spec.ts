@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { LEASE_EXPIRED } from '../../lib/dialects/dialect.util';
+import { LEASE_EXPIRED } from '../../lib/dialects/shared/dialect.util';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/outbox.store';
+import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends, type BackendName } from '../fixtures/backends';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 

@@ -1,9 +1,9 @@
 import { QueryFailedError } from 'typeorm';
 import { OutboxUnsupportedDatabaseError } from '../../lib';
-import { MysqlDialect } from '../../lib/dialects/mysql.dialect';
-import type { OutboxDialect, SqlExecutor } from '../../lib/dialects/outbox-dialect.interface';
-import { PostgresDialect } from '../../lib/dialects/postgres.dialect';
-import { SqliteDialect } from '../../lib/dialects/sqlite.dialect';
+import { MysqlDialect } from '../../lib/dialects/mysql/mysql.dialect';
+import type { OutboxDialect, SqlExecutor } from '../../lib/dialects/shared/outbox-dialect.interface';
+import { PostgresDialect } from '../../lib/dialects/postgres/postgres.dialect';
+import { SqliteDialect } from '../../lib/dialects/sqlite/sqlite.dialect';
 
 /** Answers the version query the way each server does; the dialect only reads one column. */
 function serverReporting(column: string, version: string): SqlExecutor {

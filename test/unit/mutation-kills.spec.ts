@@ -1,6 +1,6 @@
 import { QueryFailedError, type DataSource } from 'typeorm';
 import { OutboxConfigurationError } from '../../lib';
-import { dialectForType, isSqlite } from '../../lib/dialects';
+import { dialectForType, isSqlite } from '../../lib/dialects/dialect-for-type';
 import {
   decodeRow,
   driverErrno,
@@ -10,9 +10,9 @@ import {
   previousAttemptExpired,
   quoteIdent,
   versionAtLeast,
-} from '../../lib/dialects/dialect.util';
-import type { StoredEvent } from '../../lib/dialects/outbox-dialect.interface';
-import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite.dialect';
+} from '../../lib/dialects/shared/dialect.util';
+import type { StoredEvent } from '../../lib/dialects/shared/outbox-dialect.interface';
+import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite/sqlite.dialect';
 
 /**
  * The dialects' pure helpers, on inputs the SQLite end-to-end suite never produces (PostgreSQL's

@@ -1,6 +1,7 @@
 import { OutboxPayloadTooLargeError, OutboxValidationError } from '../../lib';
 import { OutboxHeadersTooLargeError } from '../../lib/errors/outbox.errors';
-import { canonicalJson, MAX_HEADERS_BYTES, validateEvent } from '../../lib/outbox.validation';
+import { MAX_HEADERS_BYTES, validateEvent } from '../../lib/publishing/outbox.validation';
+import { canonicalJson } from '../../lib/utils/canonical-json';
 import { headersOfBytes } from '../fixtures/headers';
 
 const ok = { topic: 'order.placed', payload: { a: 1 } };

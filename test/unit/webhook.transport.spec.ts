@@ -13,7 +13,7 @@ import {
   verifyWebhookSignature,
   WebhookTransport,
   type WebhookTransportOptions,
-} from '../../lib/transports/webhook.transport';
+} from '../../lib/transports/webhook/webhook.transport';
 
 interface Arrival {
   req: IncomingMessage;

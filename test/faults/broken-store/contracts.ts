@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/outbox.store';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
 import type { BackendName } from '../../fixtures/backends';
 import { outboxRows, type TestApp } from '../../fixtures/test-app';
 

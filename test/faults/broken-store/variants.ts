@@ -8,10 +8,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { AsyncResource } from 'node:async_hooks';
-import { isSqlite } from '../../../lib/dialects';
-import type { OutboxDialect, SqlExecutor, Statement } from '../../../lib/dialects/outbox-dialect.interface';
-import { sqliteGateFor } from '../../../lib/dialects/sqlite-connection-gate';
-import type { OutboxStore } from '../../../lib/outbox.store';
+import { isSqlite } from '../../../lib/dialects/dialect-for-type';
+import type { OutboxDialect, SqlExecutor, Statement } from '../../../lib/dialects/shared/outbox-dialect.interface';
+import { sqliteGateFor } from '../../../lib/dialects/sqlite/sqlite-connection-gate';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
 
 /** A variant planted in one store. */
 export interface PlantedVariant {

@@ -1,17 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { TransactionHost } from '@nestjs-cls/transactional';
 import type { EntityManager } from 'typeorm';
-import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
-import { OutboxTransactionRequiredError, OutboxValidationError } from './errors/outbox.errors';
+import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OutboxValidationError } from '../errors/outbox.errors';
 import type {
   OutboxCounts,
   PublishManyItem,
   PublishOptions,
   PublishResult,
-} from './interfaces/outbox-message.interface';
-import type { ResolvedOutboxOptions } from './outbox.options';
-import type { OutboxStore } from './outbox.store';
+} from '../interfaces/outbox-message.interface';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { OutboxStore } from '../store/outbox.store';
 import { validateEvent } from './outbox.validation';
+import { transactionalManager } from './transaction-resolver';
 
 const PUBLISH_OPTION_KEYS = ['key', 'dedupeKey', 'headers', 'delayMs', 'availableAt', 'manager'];
 const ITEM_KEYS = ['topic', 'payload', 'key', 'dedupeKey', 'headers', 'delayMs', 'availableAt'];
@@ -64,7 +64,7 @@ export class OutboxService {
         throw error;
       }
     });
-    const manager = this.transactionalManager(options.manager);
+    const manager = transactionalManager(options.manager, this.options, this.store.dataSource);
     if (events.length === 0) return [];
     return this.store.insert(manager, events);
   }
@@ -72,35 +72,5 @@ export class OutboxService {
   /** How many events are pending, in flight, delivered and dead-lettered. */
   counts(): Promise<OutboxCounts> {
     return this.store.counts();
-  }
-
-  private transactionalManager(explicit: EntityManager | undefined): EntityManager {
-    const manager = explicit ?? this.ambientManager();
-    if (!manager) throw new OutboxTransactionRequiredError();
-    if (!manager.queryRunner?.isTransactionActive) {
-      throw new OutboxTransactionRequiredError(
-        explicit
-          ? 'the EntityManager passed as { manager } is not inside a transaction (dataSource.manager never is)'
-          : 'the transaction resolver returned an EntityManager that is not inside a transaction',
-      );
-    }
-    if (manager.connection !== this.store.dataSource) {
-      throw new OutboxTransactionRequiredError(
-        'the active transaction belongs to another DataSource than the outbox table; set the `dataSource` option',
-      );
-    }
-    return manager;
-  }
-
-  private ambientManager(): EntityManager | undefined {
-    if (this.options.transactionResolver) return this.options.transactionResolver() ?? undefined;
-    let host: TransactionHost | undefined;
-    try {
-      host = TransactionHost.getInstance(this.options.transactionConnectionName);
-    } catch {
-      return undefined; // ClsPluginTransactional is not registered: only { manager } can work.
-    }
-    // Never `host.tx` without an active transaction: that is the non-transactional fallback manager.
-    return host.isTransactionActive() ? (host.tx as EntityManager) : undefined;
   }
 }

@@ -1,8 +1,8 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
 import { validateTableName } from '../outbox.options';
-import { dialectForType } from '../dialects';
-import { outboxTableOn } from '../dialects/outbox-table';
+import { dialectForType } from '../dialects/dialect-for-type';
+import { outboxTableOn } from '../dialects/shared/outbox-table';
 
 /** The migration's timestamp; TypeORM orders migrations by the 13 digits at the end of their names. */
 const CREATED_AT = 1764460800000;

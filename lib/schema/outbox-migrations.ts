@@ -1,8 +1,8 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
 import { validateTableName } from '../outbox.options';
-import { dialectForType } from '../dialects';
-import { outboxTableOn } from '../dialects/outbox-table';
+import { dialectForType } from '../dialects/dialect-for-type';
+import { outboxTableOn } from '../dialects/shared/outbox-table';
 import { createOutboxMigration, type OutboxMigrationClass } from './outbox.migration';
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
-import { describeError } from './delivery/describe-error';
-import { dialectForType, isSqlite } from './dialects';
+import { describeError } from '../utils/describe-error';
+import { dialectForType, isSqlite } from '../dialects/dialect-for-type';
 import type {
   FailureUpdate,
   OutboxDialect,
@@ -11,16 +11,17 @@ import type {
   StoredEvent,
   WakeUpChannel,
   WakeUpSide,
-} from './dialects/outbox-dialect.interface';
-import { OutboxEvents } from './delivery/outbox-events';
-import { outboxTable, outboxTableOn, type OutboxTable } from './dialects/outbox-table';
-import { sqliteGateFor, type SqliteConnectionGate } from './dialects/sqlite-connection-gate';
-import { OutboxDedupeConflictError, OutboxSchemaOutdatedError, OutboxTableMissingError } from './errors/outbox.errors';
-import { migrationName, OUTBOX_SCHEMA_VERSIONS } from './migrations/outbox-migrations';
-import { DEFAULT_TABLE_NAME } from './outbox.constants';
-import type { OutboxCounts, PublishResult } from './interfaces/outbox-message.interface';
-import { canonicalJson, type ValidatedEvent } from './outbox.validation';
-import { uuidv7 } from './utils/uuidv7';
+} from '../dialects/shared/outbox-dialect.interface';
+import { OutboxEvents } from '../delivery/outbox-events';
+import { outboxTable, outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
+import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
+import { OutboxDedupeConflictError, OutboxSchemaOutdatedError, OutboxTableMissingError } from '../errors/outbox.errors';
+import { migrationName, OUTBOX_SCHEMA_VERSIONS } from '../schema/outbox-migrations';
+import { DEFAULT_TABLE_NAME } from '../outbox.constants';
+import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
+import type { ValidatedEvent } from '../interfaces/validated-event.interface';
+import { canonicalJson } from '../utils/canonical-json';
+import { uuidv7 } from '../utils/uuidv7';
 
 export interface ClaimResult {
   token: string;

@@ -9,20 +9,20 @@ import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { AsyncResource } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
-import { AckBuffer } from './delivery/ack-buffer';
-import { describeError } from './delivery/describe-error';
-import { LazyAbort } from './delivery/lazy-abort';
-import type { OutboxReleaseReason } from './delivery/lifecycle-event';
-import { OutboxEvents } from './delivery/outbox-events';
-import { OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
-import { OutboxNonRetryableError, OutboxRetryLaterError } from './errors/outbox.errors';
-import type { StoredEvent } from './dialects/outbox-dialect.interface';
-import { previousAttemptExpired } from './dialects/dialect.util';
-import type { OutboxMessage } from './interfaces/outbox-message.interface';
+import { AckBuffer } from './ack-buffer';
+import { describeError } from '../utils/describe-error';
+import { LazyAbort } from './lazy-abort';
+import type { OutboxReleaseReason } from './lifecycle-event';
+import { OutboxEvents } from './outbox-events';
+import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
+import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
+import { previousAttemptExpired } from '../dialects/shared/dialect.util';
+import type { OutboxMessage } from '../interfaces/outbox-message.interface';
 import { OutboxExplorer, type DeliveryTarget } from './outbox.explorer';
-import type { ResolvedOutboxOptions } from './outbox.options';
-import type { ClaimResult, OutboxStore } from './outbox.store';
-import { backoffDelayMs } from './utils/backoff';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { ClaimResult, OutboxStore } from '../store/outbox.store';
+import { backoffDelayMs } from '../utils/backoff';
 
 /** What one `drain()` did. */
 export interface OutboxDrainResult {

@@ -1,8 +1,8 @@
-import type { ValidatedEvent } from '../outbox.validation';
+import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxStatus, StoredEvent } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 
-import { OutboxUnsupportedDatabaseError } from '../errors/outbox.errors';
+import { OutboxUnsupportedDatabaseError } from '../../errors/outbox.errors';
 
 /** The driver's error code (`40P01`, `ER_LOCK_DEADLOCK`, `SQLITE_BUSY`…) or errno, through TypeORM's wrapper. */
 export function driverErrorCode(error: unknown): string | number | undefined {

@@ -1,8 +1,8 @@
-import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
-import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from './dialect.util';
-import type { ValidatedEvent } from '../outbox.validation';
-import type { OutboxTable } from './outbox-table';
+import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import { driverErrorCode, requireVersion } from '../shared/dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
+import type { OutboxTable } from '../shared/outbox-table';
 
 /** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
 const NOW = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;

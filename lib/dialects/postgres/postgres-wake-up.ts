@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import type { WakeUpChannel, WakeUpSide } from './outbox-dialect.interface';
+import type { WakeUpChannel, WakeUpSide } from '../shared/outbox-dialect.interface';
 
 /** A node-postgres client of our own, outside the application's pool. */
 interface OwnClient {

@@ -1,5 +1,6 @@
-import { OutboxHeadersTooLargeError, OutboxPayloadTooLargeError, OutboxValidationError } from './errors/outbox.errors';
-import type { PublishManyItem } from './interfaces/outbox-message.interface';
+import { OutboxHeadersTooLargeError, OutboxPayloadTooLargeError, OutboxValidationError } from '../errors/outbox.errors';
+import type { PublishManyItem } from '../interfaces/outbox-message.interface';
+import type { ValidatedEvent } from '../interfaces/validated-event.interface';
 
 const TOPIC = /^[A-Za-z0-9._:-]{1,128}$/;
 const KEY = /^[\x20-\x7e]{1,255}$/;
@@ -22,19 +23,6 @@ const LONE_SURROGATE_HINT =
   'a lone UTF-16 surrogate (a string cut in the middle of a character such as an emoji), which is not ' +
   'valid Unicode text and which PostgreSQL refuses; cut strings at code points (Array.from(text)) or encode the data (base64)';
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
-
-/** A publish request after validation: ready to insert. */
-export interface ValidatedEvent {
-  topic: string;
-  key: string | null;
-  dedupeKey: string | null;
-  payloadJson: string;
-  headersJson: string;
-  headers: Record<string, string>;
-  /** Absolute due time given by the caller, or null for "delayMs after now by the database clock". */
-  availableAt: Date | null;
-  delayMs: number;
-}
 
 function show(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
@@ -164,16 +152,4 @@ export function validateEvent(item: PublishManyItem, maxPayloadBytes: number): V
     headersJson: serialiseHeaders(headers),
     ...schedule,
   };
-}
-
-/** JSON with object keys sorted, so equal content compares equal whatever the key order or the database. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.keys(value as object)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
-    return `{${entries.join(',')}}`;
-  }
-  return JSON.stringify(value);
 }

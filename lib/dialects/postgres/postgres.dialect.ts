@@ -1,10 +1,10 @@
 import type { DataSource } from 'typeorm';
 import { PostgresWakeUp } from './postgres-wake-up';
-import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement, WakeUpSide } from './outbox-dialect.interface';
-import { driverErrorCode, requireVersion } from './dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from './dialect.util';
-import type { ValidatedEvent } from '../outbox.validation';
-import type { OutboxTable } from './outbox-table';
+import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
+import { driverErrorCode, requireVersion } from '../shared/dialect.util';
+import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
+import type { OutboxTable } from '../shared/outbox-table';
 
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
 

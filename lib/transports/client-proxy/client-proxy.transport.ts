@@ -1,8 +1,8 @@
 import { lastValueFrom, type Observable } from 'rxjs';
-import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { OutboxMessage } from '../interfaces/outbox-message.interface';
-import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
-import { loadOptional } from '../utils/optional-package';
+import { OutboxConfigurationError } from '../../errors/outbox.errors';
+import type { OutboxMessage } from '../../interfaces/outbox-message.interface';
+import type { OutboxRoute, OutboxTransport } from '../../interfaces/outbox-transport.interface';
+import { loadOptional } from '../../utils/optional-package';
 
 /** The part of a `@nestjs/microservices` `ClientProxy` the transport uses (kept structural: optional peer). */
 export interface OutboxClientProxy {

@@ -1,9 +1,9 @@
 import type { DataSource } from 'typeorm';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { OutboxDialect } from './outbox-dialect.interface';
-import { MysqlDialect } from './mysql.dialect';
-import { PostgresDialect } from './postgres.dialect';
-import { SqliteDialect } from './sqlite.dialect';
+import type { OutboxDialect } from './shared/outbox-dialect.interface';
+import { MysqlDialect } from './mysql/mysql.dialect';
+import { PostgresDialect } from './postgres/postgres.dialect';
+import { SqliteDialect } from './sqlite/sqlite.dialect';
 
 const SUPPORTED = ['postgres', 'mysql', 'mariadb', 'sqlite', 'better-sqlite3'];
 

@@ -1,15 +1,15 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
-import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS } from './outbox.constants';
-import { getOutboxHandlerMetadata } from './decorators/outbox-handler.decorator';
-import { OutboxConfigurationError } from './errors/outbox.errors';
-import type { OutboxHandlerFn, OutboxHandlerOptions } from './interfaces/outbox-message.interface';
-import type { OutboxModuleExtras } from './outbox.module-definition';
-import { targetPolicy, type ResolvedOutboxOptions, type ResolvedRoute } from './outbox.options';
-import { SendBatcher } from './transports/send-batcher';
-import { topicMatches } from './utils/topic-pattern';
-import { validateTopic } from './outbox.validation';
+import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS } from '../outbox.constants';
+import { getOutboxHandlerMetadata } from '../decorators/outbox-handler.decorator';
+import { OutboxConfigurationError } from '../errors/outbox.errors';
+import type { OutboxHandlerFn, OutboxHandlerOptions } from '../interfaces/outbox-message.interface';
+import type { OutboxModuleExtras } from '../outbox.module-definition';
+import { targetPolicy, type ResolvedOutboxOptions, type ResolvedRoute } from '../outbox.options';
+import { SendBatcher } from '../transports/send-batcher';
+import { topicMatches } from '../utils/topic-pattern';
+import { validateTopic } from '../publishing/outbox.validation';
 
 /** Something an event is delivered to: a discovered handler, or a route to a transport. */
 export interface DeliveryTarget {

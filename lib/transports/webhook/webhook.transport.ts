@@ -4,10 +4,10 @@ import {
   OutboxConfigurationError,
   OutboxNonRetryableError,
   OutboxRetryLaterError,
-} from '../errors/outbox.errors';
-import type { OutboxMessage } from '../interfaces/outbox-message.interface';
-import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
-import { integerOption } from '../outbox.options';
+} from '../../errors/outbox.errors';
+import type { OutboxMessage } from '../../interfaces/outbox-message.interface';
+import type { OutboxRoute, OutboxTransport } from '../../interfaces/outbox-transport.interface';
+import { integerOption } from '../../outbox.options';
 
 export interface WebhookTransportOptions {
   /** Default endpoint (http or https). A route may override it with `options: { url }`. */

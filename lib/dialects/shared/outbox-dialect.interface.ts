@@ -1,9 +1,9 @@
 import type { DataSource } from 'typeorm';
-import type { OutboxEventRecord } from '../interfaces/outbox-event-record.interface';
-import type { ValidatedEvent } from '../outbox.validation';
+import type { OutboxEventRecord } from '../../interfaces/outbox-event-record.interface';
+import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from './outbox-table';
 
-export type { OutboxStatus } from '../interfaces/outbox-event-record.interface';
+export type { OutboxStatus } from '../../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
 export type StoredEvent = OutboxEventRecord;
 

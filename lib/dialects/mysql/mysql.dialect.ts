@@ -1,4 +1,4 @@
-import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from './outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
 import {
   decodeRow,
   driverErrno,
@@ -11,9 +11,9 @@ import {
   V1_CLAIM_NOTES,
   onDedupeConflict,
   requireVersion,
-} from './dialect.util';
-import type { ValidatedEvent } from '../outbox.validation';
-import type { OutboxTable } from './outbox-table';
+} from '../shared/dialect.util';
+import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
+import type { OutboxTable } from '../shared/outbox-table';
 
 const NOW = 'UTC_TIMESTAMP(6)';
 const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';

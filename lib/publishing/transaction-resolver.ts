@@ -1,0 +1,46 @@
+import { TransactionHost } from '@nestjs-cls/transactional';
+import type { DataSource, EntityManager } from 'typeorm';
+import { OutboxTransactionRequiredError } from '../errors/outbox.errors';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+
+type ResolutionOptions = Pick<ResolvedOutboxOptions, 'transactionResolver' | 'transactionConnectionName'>;
+
+/**
+ * The caller's transaction, which a publish must join: the `{ manager }` passed explicitly, else the
+ * configured resolver's, else the ambient nestjs-cls one. Throws `OutboxTransactionRequiredError` when
+ * there is none, when it is not inside a transaction, or when it belongs to another DataSource than the
+ * outbox table (the event would commit apart from the table it is read from).
+ */
+export function transactionalManager(
+  explicit: EntityManager | undefined,
+  options: ResolutionOptions,
+  outboxDataSource: DataSource,
+): EntityManager {
+  const manager = explicit ?? ambientManager(options);
+  if (!manager) throw new OutboxTransactionRequiredError();
+  if (!manager.queryRunner?.isTransactionActive) {
+    throw new OutboxTransactionRequiredError(
+      explicit
+        ? 'the EntityManager passed as { manager } is not inside a transaction (dataSource.manager never is)'
+        : 'the transaction resolver returned an EntityManager that is not inside a transaction',
+    );
+  }
+  if (manager.connection !== outboxDataSource) {
+    throw new OutboxTransactionRequiredError(
+      'the active transaction belongs to another DataSource than the outbox table; set the `dataSource` option',
+    );
+  }
+  return manager;
+}
+
+function ambientManager(options: ResolutionOptions): EntityManager | undefined {
+  if (options.transactionResolver) return options.transactionResolver() ?? undefined;
+  let host: TransactionHost | undefined;
+  try {
+    host = TransactionHost.getInstance(options.transactionConnectionName);
+  } catch {
+    return undefined; // ClsPluginTransactional is not registered: only { manager } can work.
+  }
+  // Never `host.tx` without an active transaction: that is the non-transactional fallback manager.
+  return host.isTransactionActive() ? (host.tx as EntityManager) : undefined;
+}
