@@ -1,0 +1,22 @@
+import type { AckBuffer } from './ack-buffer';
+import type { OutboxDrainResult } from './drain-result';
+import type { LazyAbort } from './lazy-abort';
+
+/**
+ * What the worker and its claimed batches share while they run: the shutdown flags, and what shutdown
+ * must find if it stops waiting (the handlers running, the events not started, the unwritten successes).
+ */
+export class DeliveryState {
+  /** Set when shutdown begins: nothing new is claimed or started. */
+  stopping = false;
+  /**
+   * Set once shutdown stops waiting: from then on only shutdown itself writes, and a handler that
+   * ends is not recorded.
+   */
+  closed = false;
+  readonly inFlight = new Map<string, { token: string; abort: Set<LazyAbort> }>();
+  /** Claimed events no handler has started yet: what shutdown gives back, uncounted, if it times out. */
+  readonly waiting = new Map<string, { token: string; total: OutboxDrainResult }>();
+  /** The successes of the batches running now, not yet written. */
+  readonly ackBuffers = new Set<AckBuffer>();
+}

@@ -1,0 +1,68 @@
+import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
+import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import { backoffDelayMs } from '../utils/backoff';
+import { describeError } from '../utils/describe-error';
+import type { HandlerOutcome } from './handler-invoker';
+
+/** The longest error text stored on an event. */
+export const MAX_ERROR_LENGTH = 4000;
+
+/** What to record for an event some of whose targets failed (or that had none). */
+export interface FailureDecision {
+  /** The text stored in `last_error`, not yet cut to `MAX_ERROR_LENGTH`. */
+  errorText: string;
+  /** The targets done so far, this attempt's successes included: a retry runs only the others. */
+  completedHandlers: string[];
+  deadLetter: boolean;
+  /** Dead-lettered because a target threw `OutboxNonRetryableError`, whatever attempts are left. */
+  nonRetryable: boolean;
+  retryDelayMs: number;
+}
+
+/**
+ * Decides an event's failure: dead letter on a non-retryable error or on the last attempt, else a
+ * retry after the backoff of the failed targets. `targetCount` is how many targets the topic has;
+ * none is a failure too.
+ */
+export function decideFailure(
+  event: StoredEvent,
+  targetCount: number,
+  outcomes: HandlerOutcome[],
+  retry: ResolvedOutboxOptions['retry'],
+): FailureDecision {
+  const failures = outcomes.filter((o) => 'error' in o);
+  const succeeded = outcomes.filter((o) => !('error' in o)).map((o) => o.handler.name);
+  const errorText =
+    targetCount === 0
+      ? `no handler or route for topic "${event.topic}" in this application`
+      : failures.map((f) => `${f.handler.name}: ${describeError(f.error)}`).join('; ');
+  const nonRetryable = failures.some((f) => f.error instanceof OutboxNonRetryableError);
+  const policies = failures.length > 0 ? failures.map((f) => f.handler.retry) : [retry];
+  // A target may name its own delay (Retry-After); the longest wish among the failures wins.
+  const retryDelayMs = Math.max(
+    ...policies.map((policy) => backoffDelayMs(event.attempts, policy)),
+    ...failures.map((f) => (f.error instanceof OutboxRetryLaterError ? Math.min(f.error.retryAfterMs, 86_400_000) : 0)),
+  );
+  return {
+    errorText,
+    completedHandlers: [...event.completedHandlers, ...succeeded],
+    deadLetter: nonRetryable || event.attempts >= retry.maxAttempts,
+    nonRetryable,
+    retryDelayMs,
+  };
+}
+
+/**
+ * Why the claim dead-lettered an event: its last attempt outlived the lease (the note says so, and the
+ * error of the attempt before, if any, follows), or no attempt is left after a recorded failure.
+ */
+export function deadLetterReason(event: StoredEvent): string {
+  if (event.lastExpiredAttempt !== event.attempts) return event.lastError ?? event.note ?? 'no attempt left';
+  return event.lastError ? `${event.note}; last error: ${event.lastError}` : String(event.note);
+}
+
+/** The error of a claimed row the store could not decode: retrying cannot mend it. */
+export function undecodableError(reason: string): string {
+  return `the stored row cannot be decoded (${reason}); it was dead-lettered without delivery`;
+}
