@@ -2,6 +2,9 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
+import { describeValue } from './utils/describe-value';
+import { leaseMarginMs } from './utils/lease-margin';
+import { rejectUnknownOptions } from './utils/option-keys';
 import { validateTopicPattern } from './utils/topic-pattern';
 
 export interface OutboxWorkerOptions {
@@ -88,6 +91,8 @@ export const OUTBOX_DEFAULTS = {
 
 export const LIMITS = {
   leaseMs: { min: 1000, max: 3_600_000 },
+  /** The longest wait before a retry, whoever asks for it (backoff bounds, Retry-After): a day. */
+  retryDelayMs: { max: 86_400_000 },
   maxAttempts: { min: 1, max: 100 },
   tableName: /^[a-zA-Z_][a-zA-Z0-9_]{0,47}$/,
 } as const;
@@ -112,22 +117,6 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return `the string "${value}"`;
-  if (typeof value === 'number' && Number.isNaN(value)) return 'NaN';
-  if (value === null) return 'null';
-  return `${typeof value} ${String(value)}`;
-}
-
-function rejectUnknownKeys(path: string, value: Record<string, unknown>, allowed: readonly string[]) {
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      const where = path ? `${path}.${key}` : key;
-      throw new OutboxConfigurationError(where, `unknown option; allowed here: ${allowed.join(', ')}`);
-    }
-  }
-}
-
 export function integerOption(
   option: string,
   value: unknown,
@@ -139,7 +128,7 @@ export function integerOption(
   if (typeof value !== 'number' || !Number.isInteger(value)) {
     throw new OutboxConfigurationError(
       option,
-      `expected a whole number from ${min} to ${max}, got ${describe(value)}` +
+      `expected a whole number from ${min} to ${max}, got ${describeValue(value)}` +
         (typeof value === 'string' ? ' (convert environment variables with Number() and check them)' : ''),
     );
   }
@@ -152,7 +141,7 @@ export function integerOption(
 function booleanOption(option: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') {
-    throw new OutboxConfigurationError(option, `expected true or false, got ${describe(value)}`);
+    throw new OutboxConfigurationError(option, `expected true or false, got ${describeValue(value)}`);
   }
   return value;
 }
@@ -160,9 +149,9 @@ function booleanOption(option: string, value: unknown, fallback: boolean): boole
 function section(option: string, value: unknown, keys: readonly string[]): Record<string, unknown> {
   if (value === undefined) return {};
   if (!isPlainObject(value)) {
-    throw new OutboxConfigurationError(option, `expected an object, got ${describe(value)}`);
+    throw new OutboxConfigurationError(option, `expected an object, got ${describeValue(value)}`);
   }
-  rejectUnknownKeys(option, value, keys);
+  rejectUnknownOptions(option, value, keys);
   return value;
 }
 
@@ -171,7 +160,7 @@ export function validateTableName(tableName: unknown, option = 'tableName'): str
     throw new OutboxConfigurationError(
       option,
       `expected 1 to 48 characters matching ${LIMITS.tableName.source} (letters, digits, underscore; ` +
-        `not starting with a digit), got ${describe(tableName)}`,
+        `not starting with a digit), got ${describeValue(tableName)}`,
     );
   }
   return tableName;
@@ -184,9 +173,9 @@ export function validateTableName(tableName: unknown, option = 'tableName'): str
 export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
   const input: unknown = raw ?? {};
   if (!isPlainObject(input)) {
-    throw new OutboxConfigurationError('(options)', `expected an object, got ${describe(input)}`);
+    throw new OutboxConfigurationError('(options)', `expected an object, got ${describeValue(input)}`);
   }
-  rejectUnknownKeys('', input, TOP_LEVEL_KEYS);
+  rejectUnknownOptions('', input, TOP_LEVEL_KEYS);
   const options = input as OutboxModuleOptions;
 
   const tableName = validateTableName(options.tableName ?? DEFAULT_TABLE_NAME);
@@ -199,13 +188,13 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
   ) {
     throw new OutboxConfigurationError(
       'dataSource',
-      `expected a data source name or a TypeORM DataSource, got ${describe(dataSource)}`,
+      `expected a data source name or a TypeORM DataSource, got ${describeValue(dataSource)}`,
     );
   }
   if (options.transactionResolver !== undefined && typeof options.transactionResolver !== 'function') {
     throw new OutboxConfigurationError(
       'transactionResolver',
-      `expected a function returning the transactional EntityManager, got ${describe(options.transactionResolver)}`,
+      `expected a function returning the transactional EntityManager, got ${describeValue(options.transactionResolver)}`,
     );
   }
   if (
@@ -214,7 +203,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
   ) {
     throw new OutboxConfigurationError(
       'transactionConnectionName',
-      `expected a non-empty string, got ${describe(options.transactionConnectionName)}`,
+      `expected a non-empty string, got ${describeValue(options.transactionConnectionName)}`,
     );
   }
 
@@ -246,7 +235,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
   assertTimeoutBelowLease('worker.handlerTimeoutMs', worker.handlerTimeoutMs, leaseMs);
 
   const r = section('retry', options.retry, Object.keys(d.retry));
-  const initialDelayMs = integerOption('retry.initialDelayMs', r.initialDelayMs, d.retry.initialDelayMs, 0, 86_400_000);
+  const initialDelayMs = integerOption('retry.initialDelayMs', r.initialDelayMs, d.retry.initialDelayMs, 0, LIMITS.retryDelayMs.max);
   const retry: Required<OutboxRetryOptions> = {
     maxAttempts: integerOption(
       'retry.maxAttempts',
@@ -261,7 +250,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
       r.maxDelayMs,
       Math.max(d.retry.maxDelayMs, initialDelayMs),
       initialDelayMs,
-      86_400_000,
+      LIMITS.retryDelayMs.max,
     ),
   };
 
@@ -282,7 +271,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
 function resolveTransports(value: unknown): OutboxTransport[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) {
-    throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describe(value)}`);
+    throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describeValue(value)}`);
   }
   const names = new Set<string>();
   return value.map((transport, i) => {
@@ -293,7 +282,7 @@ function resolveTransports(value: unknown): OutboxTransport[] {
     if (typeof transport.name !== 'string' || !TRANSPORT_NAME.test(transport.name)) {
       throw new OutboxConfigurationError(
         `${where}.name`,
-        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describe(transport.name)}`,
+        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describeValue(transport.name)}`,
       );
     }
     if (names.has(transport.name)) {
@@ -314,21 +303,21 @@ export function targetPolicy(
   const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, worker.leaseMs);
   assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
   if (given.retry !== undefined && (typeof given.retry !== 'object' || given.retry === null)) {
-    throw new OutboxConfigurationError(option('retry'), `expected an object, got ${describe(given.retry)}`);
+    throw new OutboxConfigurationError(option('retry'), `expected an object, got ${describeValue(given.retry)}`);
   }
   const initialDelayMs = integerOption(
     option('retry.initialDelayMs'),
     given.retry?.initialDelayMs,
     retry.initialDelayMs,
     0,
-    86_400_000,
+    LIMITS.retryDelayMs.max,
   );
   const maxDelayMs = integerOption(
     option('retry.maxDelayMs'),
     given.retry?.maxDelayMs,
     Math.max(retry.maxDelayMs, initialDelayMs),
     initialDelayMs,
-    86_400_000,
+    LIMITS.retryDelayMs.max,
   );
   return { timeoutMs, retry: { initialDelayMs, maxDelayMs } };
 }
@@ -341,7 +330,7 @@ function resolveRoutes(
 ): ResolvedRoute[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) {
-    throw new OutboxConfigurationError('routes', `expected an array of routes, got ${describe(value)}`);
+    throw new OutboxConfigurationError('routes', `expected an array of routes, got ${describeValue(value)}`);
   }
   const known = transports.map((t) => t.name);
   return value.map((route, i) => {
@@ -352,11 +341,11 @@ function resolveRoutes(
     if (typeof r.transport !== 'string' || !known.includes(r.transport)) {
       throw new OutboxConfigurationError(
         `${where}.transport`,
-        `unknown transport ${typeof r.transport === 'string' ? `"${r.transport}"` : describe(r.transport)}; the module's transports are: ${known.join(', ') || '(none)'}`,
+        `unknown transport ${typeof r.transport === 'string' ? `"${r.transport}"` : describeValue(r.transport)}; the module's transports are: ${known.join(', ') || '(none)'}`,
       );
     }
     if (r.options !== undefined && !isPlainObject(r.options)) {
-      throw new OutboxConfigurationError(`${where}.options`, `expected an object, got ${describe(r.options)}`);
+      throw new OutboxConfigurationError(`${where}.options`, `expected an object, got ${describeValue(r.options)}`);
     }
     const resolved = { ...r, ...targetPolicy((key) => `${where}.${key}`, r, worker, retry) } as ResolvedRoute;
     try {
@@ -373,7 +362,7 @@ function resolveRoutes(
  * margin for the acknowledgement) prevents that.
  */
 export function assertTimeoutBelowLease(option: string, timeoutMs: number, leaseMs: number): void {
-  const margin = Math.min(1000, Math.floor(leaseMs / 10));
+  const margin = leaseMarginMs(leaseMs);
   if (timeoutMs > leaseMs - margin) {
     throw new OutboxConfigurationError(
       option,

@@ -4,6 +4,7 @@ import { previousAttemptExpired } from '../dialects/shared/dialect.util';
 import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
+import { leaseMarginMs } from '../utils/lease-margin';
 import { AckBuffer } from './ack-buffer';
 import type { DeliveryState } from './delivery-state';
 import type { OutboxDrainResult } from './drain-result';
@@ -147,7 +148,7 @@ export class ClaimedBatch {
     const handlers = this.ctx.explorer.targetsFor(event.topic);
     const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
     const longest = Math.max(0, ...pending.map((h) => h.timeoutMs));
-    const margin = Math.min(1000, Math.floor(options.worker.leaseMs / 10));
+    const margin = leaseMarginMs(options.worker.leaseMs);
     const leaseLeft = options.worker.leaseMs - (performance.now() - this.claimedAt);
     if (state.stopping || longest + margin > leaseLeft) {
       // Not started: hand it back with its attempt, rather than start what the lease cannot cover.

@@ -1,6 +1,6 @@
 import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import { LIMITS, type ResolvedOutboxOptions } from '../outbox.options';
 import { backoffDelayMs } from '../utils/backoff';
 import { describeError } from '../utils/describe-error';
 import type { HandlerOutcome } from './handler-invoker';
@@ -42,7 +42,7 @@ export function decideFailure(
   // A target may name its own delay (Retry-After); the longest wish among the failures wins.
   const retryDelayMs = Math.max(
     ...policies.map((policy) => backoffDelayMs(event.attempts, policy)),
-    ...failures.map((f) => (f.error instanceof OutboxRetryLaterError ? Math.min(f.error.retryAfterMs, 86_400_000) : 0)),
+    ...failures.map((f) => (f.error instanceof OutboxRetryLaterError ? Math.min(f.error.retryAfterMs, LIMITS.retryDelayMs.max) : 0)),
   );
   return {
     errorText,

@@ -8,6 +8,7 @@ import type { OutboxHandlerFn, OutboxHandlerOptions } from '../interfaces/outbox
 import type { OutboxModuleExtras } from '../outbox.module-definition';
 import { targetPolicy, type ResolvedOutboxOptions, type ResolvedRoute } from '../outbox.options';
 import { SendBatcher } from '../transports/send-batcher';
+import { rejectUnknownOptions } from '../utils/option-keys';
 import { topicMatches } from '../utils/topic-pattern';
 import { validateTopic } from '../publishing/outbox.validation';
 
@@ -101,10 +102,7 @@ export class OutboxExplorer implements OnModuleInit {
     if (typeof options !== 'object' || options === null) {
       throw new OutboxConfigurationError(where, 'options must be an object');
     }
-    const unknown = Object.keys(options).filter((k) => !HANDLER_OPTION_KEYS.includes(k));
-    if (unknown.length > 0) {
-      throw new OutboxConfigurationError(`${where}: ${unknown[0]}`, `unknown option; allowed: ${HANDLER_OPTION_KEYS.join(', ')}`);
-    }
+    rejectUnknownOptions(where, options, HANDLER_OPTION_KEYS, ': ', 'allowed');
     const policy = targetPolicy((key) => `${where}: ${key}`, options, this.options.worker, this.options.retry);
     const name = options.name ?? owner;
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {

@@ -10,6 +10,7 @@ import type {
 } from '../interfaces/outbox-message.interface';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import type { OutboxStore } from '../store/outbox.store';
+import { unknownKey } from '../utils/option-keys';
 import { validateEvent } from './outbox.validation';
 import { transactionalManager } from './transaction-resolver';
 
@@ -21,9 +22,9 @@ function checkKeys(field: string, value: unknown, allowed: string[]): void {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new OutboxValidationError(field, `expected an object, got ${value === null ? 'null' : typeof value}`);
   }
-  const unknown = Object.keys(value).filter((k) => !allowed.includes(k));
-  if (unknown.length > 0) {
-    throw new OutboxValidationError(field, `unknown option "${unknown[0]}"; allowed: ${allowed.join(', ')}`);
+  const unknown = unknownKey(value, allowed);
+  if (unknown !== undefined) {
+    throw new OutboxValidationError(field, `unknown option "${unknown}"; allowed: ${allowed.join(', ')}`);
   }
 }
 

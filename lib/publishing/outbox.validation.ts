@@ -1,6 +1,7 @@
 import { OutboxHeadersTooLargeError, OutboxPayloadTooLargeError, OutboxValidationError } from '../errors/outbox.errors';
 import type { PublishManyItem } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
+import { quoteValue } from '../utils/describe-value';
 
 const TOPIC = /^[A-Za-z0-9._:-]{1,128}$/;
 const KEY = /^[\x20-\x7e]{1,255}$/;
@@ -24,17 +25,11 @@ const LONE_SURROGATE_HINT =
   'valid Unicode text and which PostgreSQL refuses; cut strings at code points (Array.from(text)) or encode the data (base64)';
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
 
-function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
-  if (typeof value === 'bigint') return `${value}n`;
-  return String(value);
-}
-
 export function validateTopic(topic: unknown): string {
   if (typeof topic !== 'string' || !TOPIC.test(topic)) {
     throw new OutboxValidationError(
       'topic',
-      `expected 1 to 128 characters of letters, digits and . _ : -, got ${show(topic)}`,
+      `expected 1 to 128 characters of letters, digits and . _ : -, got ${quoteValue(topic)}`,
     );
   }
   return topic;
@@ -43,7 +38,7 @@ export function validateTopic(topic: unknown): string {
 function validateKey(field: 'key' | 'dedupeKey', value: unknown): string | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'string' || !KEY.test(value)) {
-    throw new OutboxValidationError(field, `expected 1 to 255 printable ASCII characters, got ${show(value)}`);
+    throw new OutboxValidationError(field, `expected 1 to 255 printable ASCII characters, got ${quoteValue(value)}`);
   }
   return value;
 }
@@ -83,20 +78,20 @@ function serialisePayload(payload: unknown, maxBytes: number): string {
 function validateHeaders(headers: unknown): Record<string, string> {
   if (headers === undefined || headers === null) return {};
   if (typeof headers !== 'object' || Array.isArray(headers)) {
-    throw new OutboxValidationError('headers', `expected an object of string values, got ${show(headers)}`);
+    throw new OutboxValidationError('headers', `expected an object of string values, got ${quoteValue(headers)}`);
   }
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (!HEADER_NAME.test(name)) {
       throw new OutboxValidationError(
         'headers',
-        `header name ${show(name)} must be 1 to 128 characters valid in an HTTP header name`,
+        `header name ${quoteValue(name)} must be 1 to 128 characters valid in an HTTP header name`,
       );
     }
     if (typeof value !== 'string' || !HEADER_VALUE.test(value)) {
       throw new OutboxValidationError(
         'headers',
-        `header "${name}" must be a string of at most 4096 characters without control characters, got ${show(value)}`,
+        `header "${name}" must be a string of at most 4096 characters without control characters, got ${quoteValue(value)}`,
       );
     }
     const surrogate = LONE_SURROGATE.exec(value);
@@ -122,7 +117,7 @@ function validateSchedule(delayMs: unknown, availableAt: unknown): { delayMs: nu
   }
   if (availableAt !== undefined) {
     if (!(availableAt instanceof Date) || Number.isNaN(availableAt.getTime())) {
-      throw new OutboxValidationError('availableAt', `expected a valid Date, got ${show(availableAt)}`);
+      throw new OutboxValidationError('availableAt', `expected a valid Date, got ${quoteValue(availableAt)}`);
     }
     return { delayMs: 0, availableAt };
   }
@@ -130,7 +125,7 @@ function validateSchedule(delayMs: unknown, availableAt: unknown): { delayMs: nu
   if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
     throw new OutboxValidationError(
       'delayMs',
-      `expected a whole number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${show(delayMs)}`,
+      `expected a whole number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${quoteValue(delayMs)}`,
     );
   }
   return { delayMs, availableAt: null };

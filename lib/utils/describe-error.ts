@@ -19,3 +19,25 @@ export function describeError(error: unknown): string {
   }
   return `non-Error rejection: ${text}`;
 }
+
+/**
+ * A message and its causes, e.g. "fetch failed: connect ECONNREFUSED 127.0.0.1:4000": for errors whose
+ * own message says little without its cause (fetch's), where `describeError` gives name and message.
+ */
+export function describeErrorChain(error: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
+    // Duck-typed: fetch's errors come from Node's internal realm, where `instanceof Error` can fail.
+    if (typeof current === 'object' && typeof (current as Error).message === 'string') {
+      const { message, name, code, cause } = current as Error & { code?: unknown };
+      const text = message || (typeof code === 'string' ? code : name);
+      if (text && !parts.includes(text)) parts.push(text);
+      current = cause;
+    } else {
+      parts.push(String(current));
+      break;
+    }
+  }
+  return parts.join(': ') || 'unknown error';
+}

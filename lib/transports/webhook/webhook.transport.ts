@@ -8,6 +8,9 @@ import {
 import type { OutboxMessage } from '../../interfaces/outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from '../../interfaces/outbox-transport.interface';
 import { integerOption } from '../../outbox.options';
+import { describeErrorChain } from '../../utils/describe-error';
+import { describeValue } from '../../utils/describe-value';
+import { rejectUnknownOptions } from '../../utils/option-keys';
 
 export interface WebhookTransportOptions {
   /** Default endpoint (http or https). A route may override it with `options: { url }`. */
@@ -82,17 +85,13 @@ export class WebhookTransport implements OutboxTransport {
     options: WebhookTransportOptions,
   ) {
     if (typeof name !== 'string' || name.trim() === '') {
-      throw new OutboxConfigurationError('transports', `a WebhookTransport needs a non-empty name, got ${show(name)}`);
+      throw new OutboxConfigurationError('transports', `a WebhookTransport needs a non-empty name, got ${describeValue(name)}`);
     }
     const at = (option: string) => `transports.${name}.${option}`;
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-      throw new OutboxConfigurationError(`transports.${name}`, `expected an options object, got ${show(options)}`);
+      throw new OutboxConfigurationError(`transports.${name}`, `expected an options object, got ${describeValue(options)}`);
     }
-    for (const key of Object.keys(options)) {
-      if (!OPTION_KEYS.includes(key)) {
-        throw new OutboxConfigurationError(at(key), `unknown option; allowed here: ${OPTION_KEYS.join(', ')}`);
-      }
-    }
+    rejectUnknownOptions(`transports.${name}`, options, OPTION_KEYS);
 
     if (options.url !== undefined) {
       const parsed = parseWebhookUrl(options.url);
@@ -116,7 +115,7 @@ export class WebhookTransport implements OutboxTransport {
       if (typeof options.signatureHeader !== 'string' || !isHeaderName(options.signatureHeader)) {
         throw new OutboxConfigurationError(
           at('signatureHeader'),
-          `expected a header name (letters, digits and !#$%&'*+-.^_\`|~), got ${show(options.signatureHeader)}`,
+          `expected a header name (letters, digits and !#$%&'*+-.^_\`|~), got ${describeValue(options.signatureHeader)}`,
         );
       }
       // Most likely the secret came from an unset environment variable: better to stop than to send
@@ -133,7 +132,7 @@ export class WebhookTransport implements OutboxTransport {
     this.staticHeaders = validateStaticHeaders(at('headers'), options.headers, this.signatureHeader);
 
     if (options.fetch !== undefined && typeof options.fetch !== 'function') {
-      throw new OutboxConfigurationError(at('fetch'), `expected a fetch function, got ${show(options.fetch)}`);
+      throw new OutboxConfigurationError(at('fetch'), `expected a fetch function, got ${describeValue(options.fetch)}`);
     }
     if (options.fetch === undefined && typeof globalThis.fetch !== 'function') {
       throw new OutboxConfigurationError(at('fetch'), 'this runtime has no global fetch; pass one (Node 20+ has it)');
@@ -172,11 +171,11 @@ export class WebhookTransport implements OutboxTransport {
           throw new Error(`webhook request to ${where} timed out after ${this.timeoutMs} ms`, { cause: error });
         }
         if (message.signal.aborted) {
-          throw new Error(`webhook request to ${where} was aborted: ${describeError(message.signal.reason)}`, {
+          throw new Error(`webhook request to ${where} was aborted: ${describeErrorChain(message.signal.reason)}`, {
             cause: error,
           });
         }
-        throw new Error(`webhook request to ${where} failed: ${describeError(error)}`, { cause: error });
+        throw new Error(`webhook request to ${where} failed: ${describeErrorChain(error)}`, { cause: error });
       }
       await this.judge(response, url, where);
     } finally {
@@ -303,7 +302,7 @@ export function verifyWebhookSignature(
 /** The URL, or why it is not usable. */
 function parseWebhookUrl(value: unknown): URL | string {
   if (typeof value !== 'string' || value.trim() === '') {
-    return `expected an http:// or https:// URL, got ${show(value)}`;
+    return `expected an http:// or https:// URL, got ${describeValue(value)}`;
   }
   let url: URL;
   try {
@@ -325,7 +324,7 @@ function parseWebhookUrl(value: unknown): URL | string {
 function validateStaticHeaders(option: string, value: unknown, signatureHeader: string): Record<string, string> {
   if (value === undefined) return {};
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new OutboxConfigurationError(option, `expected an object of string values, got ${show(value)}`);
+    throw new OutboxConfigurationError(option, `expected an object of string values, got ${describeValue(value)}`);
   }
   const reserved = new Set([...RESERVED_HEADERS, signatureHeader.toLowerCase()]);
   const headers: Record<string, string> = {};
@@ -391,7 +390,7 @@ function serialise(message: OutboxMessage): string {
   } catch (error) {
     // Same input, same failure: retrying would only delay the dead letter.
     throw new OutboxNonRetryableError(
-      `Event ${message.id} cannot be serialised for a webhook: ${describeError(error)}`,
+      `Event ${message.id} cannot be serialised for a webhook: ${describeErrorChain(error)}`,
       { cause: error },
     );
   }
@@ -466,33 +465,4 @@ async function errorSnippet(response: Response): Promise<string> {
   }
   const text = bytes.toString('utf8').replace(/\s+/g, ' ').trim();
   return Array.from(text).slice(0, ERROR_BODY_CHARS).join('');
-}
-
-/** A message and its causes, e.g. "fetch failed: connect ECONNREFUSED 127.0.0.1:4000". */
-function describeError(error: unknown): string {
-  const parts: string[] = [];
-  let current: unknown = error;
-  for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
-    // Duck-typed: fetch's errors come from Node's internal realm, where `instanceof Error` can fail.
-    if (typeof current === 'object' && typeof (current as Error).message === 'string') {
-      const { message, name, code, cause } = current as Error & { code?: unknown };
-      const text = message || (typeof code === 'string' ? code : name);
-      if (text && !parts.includes(text)) parts.push(text);
-      current = cause;
-    } else {
-      parts.push(String(current));
-      break;
-    }
-  }
-  return parts.join(': ') || 'unknown error';
-}
-
-function show(value: unknown): string {
-  if (typeof value === 'string') return `the string "${value}"`;
-  if (typeof value === 'number' && Number.isNaN(value)) return 'NaN';
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'function') return 'a function';
-  if (typeof value === 'object') return 'an object';
-  return `${typeof value} ${String(value)}`;
 }
