@@ -45,12 +45,9 @@ export {
   type ClientProxyTransportOptions,
   type OutboxClientProxy,
 } from './transports/client-proxy/client-proxy.transport';
-export {
-  WebhookTransport,
-  verifyWebhookSignature,
-  type WebhookEnvelope,
-  type WebhookTransportOptions,
-} from './transports/webhook/webhook.transport';
+export { WebhookTransport, type WebhookEnvelope } from './transports/webhook/webhook.transport';
+export type { WebhookTransportOptions } from './transports/webhook/webhook-options';
+export { verifyWebhookSignature } from './transports/webhook/webhook-signature';
 export { InMemoryTransport, type RecordedOutboxMessage } from './transports/in-memory.transport';
 export {
   OutboxEventEntity,

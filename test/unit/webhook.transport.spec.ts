@@ -9,11 +9,9 @@ import {
   type OutboxMessage,
   type OutboxRoute,
 } from '../../lib';
-import {
-  verifyWebhookSignature,
-  WebhookTransport,
-  type WebhookTransportOptions,
-} from '../../lib/transports/webhook/webhook.transport';
+import type { WebhookTransportOptions } from '../../lib/transports/webhook/webhook-options';
+import { verifyWebhookSignature } from '../../lib/transports/webhook/webhook-signature';
+import { WebhookTransport } from '../../lib/transports/webhook/webhook.transport';
 
 interface Arrival {
   req: IncomingMessage;

@@ -1,34 +1,10 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
-import {
-  OutboxConfigurationError,
-  OutboxNonRetryableError,
-  OutboxRetryLaterError,
-} from '../../errors/outbox.errors';
+import { OutboxNonRetryableError } from '../../errors/outbox.errors';
 import type { OutboxMessage } from '../../interfaces/outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from '../../interfaces/outbox-transport.interface';
-import { integerOption } from '../../outbox.options';
 import { describeErrorChain } from '../../utils/describe-error';
-import { describeValue } from '../../utils/describe-value';
-import { rejectUnknownOptions } from '../../utils/option-keys';
-
-export interface WebhookTransportOptions {
-  /** Default endpoint (http or https). A route may override it with `options: { url }`. */
-  url?: string;
-  /** Time limit of one request, in ms, on top of the route's own time limit. Default 10000. */
-  timeoutMs?: number;
-  /** Extra headers sent with every request, for example `Authorization`. */
-  headers?: Record<string, string>;
-  /**
-   * Key for HMAC-SHA256 request signatures; see {@link WebhookTransport} for the scheme and
-   * {@link verifyWebhookSignature} to check them on the receiving side.
-   */
-  secret?: string;
-  /** Header carrying the signature. Default `X-Outbox-Signature`. */
-  signatureHeader?: string;
-  /** A `fetch` implementation, for example one bound to a custom undici dispatcher. Default: the global `fetch`. */
-  fetch?: typeof fetch;
-}
+import { parseWebhookUrl, resolveWebhookOptions, type WebhookTransportOptions } from './webhook-options';
+import { judgeResponse } from './webhook-response';
+import { signWebhookBody } from './webhook-signature';
 
 /** The JSON body of every webhook request, serialised with the keys in this order. */
 export interface WebhookEnvelope<T = unknown> {
@@ -41,18 +17,6 @@ export interface WebhookEnvelope<T = unknown> {
   headers: Record<string, string>;
   payload: T;
 }
-
-export const WEBHOOK_DEFAULT_TIMEOUT_MS = 10_000;
-export const WEBHOOK_DEFAULT_SIGNATURE_HEADER = 'X-Outbox-Signature';
-
-// setTimeout overflows to "fire at once" above this.
-const MAX_TIMEOUT_MS = 2_147_483_647;
-// Enough bytes for 200 characters of any script; the rest of an error body is not worth waiting for.
-const ERROR_BODY_BYTES = 1024;
-const ERROR_BODY_CHARS = 200;
-// A success body is read so the connection can be reused, but a receiver streaming megabytes back
-// should not hold the send open: past this the request is cancelled instead.
-const SUCCESS_BODY_BYTES = 64 * 1024;
 
 /**
  * Posts each message as JSON to an HTTP endpoint.
@@ -84,61 +48,13 @@ export class WebhookTransport implements OutboxTransport {
     readonly name: string,
     options: WebhookTransportOptions,
   ) {
-    if (typeof name !== 'string' || name.trim() === '') {
-      throw new OutboxConfigurationError('transports', `a WebhookTransport needs a non-empty name, got ${describeValue(name)}`);
-    }
-    const at = (option: string) => `transports.${name}.${option}`;
-    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-      throw new OutboxConfigurationError(`transports.${name}`, `expected an options object, got ${describeValue(options)}`);
-    }
-    rejectUnknownOptions(`transports.${name}`, options, OPTION_KEYS);
-
-    if (options.url !== undefined) {
-      const parsed = parseWebhookUrl(options.url);
-      if (typeof parsed === 'string') throw new OutboxConfigurationError(at('url'), parsed);
-      this.url = parsed;
-    }
-
-    this.timeoutMs = integerOption(at('timeoutMs'), options.timeoutMs, WEBHOOK_DEFAULT_TIMEOUT_MS, 1, MAX_TIMEOUT_MS);
-
-    if (options.secret !== undefined && (typeof options.secret !== 'string' || options.secret === '')) {
-      // Only the type is shown: the value is a secret.
-      const got = options.secret === '' ? 'an empty string' : `a ${typeof options.secret}`;
-      throw new OutboxConfigurationError(
-        at('secret'),
-        `expected a non-empty string, got ${got}; leave it out to send unsigned requests`,
-      );
-    }
-    this.secret = options.secret;
-
-    if (options.signatureHeader !== undefined) {
-      if (typeof options.signatureHeader !== 'string' || !isHeaderName(options.signatureHeader)) {
-        throw new OutboxConfigurationError(
-          at('signatureHeader'),
-          `expected a header name (letters, digits and !#$%&'*+-.^_\`|~), got ${describeValue(options.signatureHeader)}`,
-        );
-      }
-      // Most likely the secret came from an unset environment variable: better to stop than to send
-      // unsigned requests the receiver was told to expect signed.
-      if (this.secret === undefined) {
-        throw new OutboxConfigurationError(
-          at('secret'),
-          'signatureHeader is set but secret is missing; requests would go out unsigned',
-        );
-      }
-    }
-    this.signatureHeader = options.signatureHeader ?? WEBHOOK_DEFAULT_SIGNATURE_HEADER;
-
-    this.staticHeaders = validateStaticHeaders(at('headers'), options.headers, this.signatureHeader);
-
-    if (options.fetch !== undefined && typeof options.fetch !== 'function') {
-      throw new OutboxConfigurationError(at('fetch'), `expected a fetch function, got ${describeValue(options.fetch)}`);
-    }
-    if (options.fetch === undefined && typeof globalThis.fetch !== 'function') {
-      throw new OutboxConfigurationError(at('fetch'), 'this runtime has no global fetch; pass one (Node 20+ has it)');
-    }
-    // Bound so the global fetch is not called with the transport as `this` (it throws "Illegal invocation").
-    this.fetchFn = options.fetch ?? globalThis.fetch.bind(globalThis);
+    const resolved = resolveWebhookOptions(name, options);
+    this.url = resolved.url;
+    this.timeoutMs = resolved.timeoutMs;
+    this.secret = resolved.secret;
+    this.signatureHeader = resolved.signatureHeader;
+    this.staticHeaders = resolved.staticHeaders;
+    this.fetchFn = resolved.fetchFn;
   }
 
   async send(message: OutboxMessage, route: OutboxRoute): Promise<void> {
@@ -177,7 +93,7 @@ export class WebhookTransport implements OutboxTransport {
         }
         throw new Error(`webhook request to ${where} failed: ${describeErrorChain(error)}`, { cause: error });
       }
-      await this.judge(response, url, where);
+      await judgeResponse(response, url, where);
     } finally {
       clearTimeout(timer);
     }
@@ -207,171 +123,6 @@ export class WebhookTransport implements OutboxTransport {
     );
   }
 
-  private async judge(response: Response, url: URL, where: string): Promise<void> {
-    const status = response.status;
-    if (status >= 200 && status < 300) {
-      // The receiver accepted the event; a body that fails mid-way does not change that.
-      await readBody(response, SUCCESS_BODY_BYTES).catch(() => undefined);
-      return;
-    }
-    const answered = `webhook ${where} answered ${status}${STATUS_CODES[status] ? ` ${STATUS_CODES[status]}` : ''}`;
-
-    if ((status >= 300 && status < 400) || response.type === 'opaqueredirect') {
-      const location = redactedLocation(response.headers.get('location'), url);
-      await cancelBody(response);
-      throw new OutboxNonRetryableError(
-        `${answered}${location ? ` (to ${location})` : ''}; redirects are not followed, since they would ` +
-          'resend the signed event to another address (or turn the POST into a GET): configure the final URL',
-      );
-    }
-
-    const snippet = await errorSnippet(response);
-    const detail = snippet ? `; response body: ${JSON.stringify(snippet)}` : '';
-
-    if (status === 408 || status === 429 || (status >= 500 && status < 600)) {
-      const delay = retryAfterMs(response.headers.get('retry-after'), response.headers.get('date'));
-      if (delay !== undefined) {
-        throw new OutboxRetryLaterError(`${answered}, retry after ${Math.ceil(delay / 1000)} s${detail}`, delay);
-      }
-      throw new Error(`${answered}${detail}`);
-    }
-    if (status >= 400 && status < 500) {
-      throw new OutboxNonRetryableError(
-        `${answered}; not retrying, a 4xx other than 408 and 429 means the receiver refuses this request${detail}`,
-      );
-    }
-    // Not a status a server should send; assume a confused proxy and try again later.
-    throw new Error(`${answered}${detail}`);
-  }
-}
-
-const OPTION_KEYS = ['url', 'timeoutMs', 'headers', 'secret', 'signatureHeader', 'fetch'];
-
-/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
-function signWebhookBody(body: string, secret: string, nowMs = Date.now()): string {
-  const t = Math.floor(nowMs / 1000).toString();
-  return `t=${t},v1=${hmac(secret, t, body).toString('hex')}`;
-}
-
-function hmac(secret: string, timestamp: string, body: string | Uint8Array): Buffer {
-  return createHmac('sha256', secret).update(`${timestamp}.`, 'utf8').update(body).digest();
-}
-
-/**
- * Checks a signature header sent by {@link WebhookTransport}: `t=<unix seconds>,v1=<hex>`. `body` must
- * be the raw request body as received (re-serialising parsed JSON changes the bytes). Returns false
- * when the header is malformed, the timestamp is more than `toleranceSeconds` away from `now` (in
- * either direction, allowing for clock skew), or no `v1` value matches. Several `v1` values are
- * accepted so a sender can sign with an old and a new secret while they are rotated.
- */
-export function verifyWebhookSignature(
-  body: string | Uint8Array,
-  header: string,
-  secret: string,
-  toleranceSeconds = 300,
-  now: number = Date.now(),
-): boolean {
-  if (typeof header !== 'string' || typeof secret !== 'string' || secret === '') return false;
-  let timestamp: string | undefined;
-  const candidates: string[] = [];
-  for (const part of header.split(',')) {
-    const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    const name = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (name === 't') {
-      // Two timestamps make it ambiguous which one the signature covers.
-      if (timestamp !== undefined) return false;
-      timestamp = value;
-    } else if (name === 'v1') {
-      candidates.push(value);
-    }
-  }
-  if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) return false;
-  if (!(Math.abs(now / 1000 - Number(timestamp)) <= toleranceSeconds)) return false;
-  const expected = hmac(secret, timestamp, body);
-  let matched = false;
-  for (const candidate of candidates) {
-    if (!/^[0-9a-fA-F]{64}$/.test(candidate)) continue;
-    // No early exit: the time taken must not tell which candidate matched.
-    if (timingSafeEqual(Buffer.from(candidate, 'hex'), expected)) matched = true;
-  }
-  return matched;
-}
-
-/** The URL, or why it is not usable. */
-function parseWebhookUrl(value: unknown): URL | string {
-  if (typeof value !== 'string' || value.trim() === '') {
-    return `expected an http:// or https:// URL, got ${describeValue(value)}`;
-  }
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    // The value is not echoed: a malformed URL may still carry a token.
-    return 'expected an absolute http:// or https:// URL, got a string that does not parse as one';
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    return `expected an http:// or https:// URL, got the scheme "${url.protocol}"`;
-  }
-  // fetch() refuses such URLs, and its error message would repeat the password.
-  if (url.username !== '' || url.password !== '') {
-    return 'the URL contains user:password@ credentials, which fetch() refuses; send them in headers.Authorization';
-  }
-  return url;
-}
-
-function validateStaticHeaders(option: string, value: unknown, signatureHeader: string): Record<string, string> {
-  if (value === undefined) return {};
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new OutboxConfigurationError(option, `expected an object of string values, got ${describeValue(value)}`);
-  }
-  const reserved = new Set([...RESERVED_HEADERS, signatureHeader.toLowerCase()]);
-  const headers: Record<string, string> = {};
-  for (const [name, headerValue] of Object.entries(value)) {
-    if (!isHeaderName(name)) {
-      throw new OutboxConfigurationError(option, `"${name}" is not a valid header name`);
-    }
-    if (reserved.has(name.toLowerCase())) {
-      throw new OutboxConfigurationError(
-        option,
-        `header "${name}" is set by the webhook transport itself and cannot be overridden`,
-      );
-    }
-    // Checked now, or fetch() would throw on every send and the events would be retried for nothing.
-    if (typeof headerValue !== 'string' || /[\0\r\n]/.test(headerValue)) {
-      throw new OutboxConfigurationError(
-        option,
-        // Only the type is shown: header values are often credentials.
-        `header "${name}" must be a string without NUL, CR or LF, got ` +
-          (typeof headerValue === 'string'
-            ? 'a string with one'
-            : headerValue === undefined
-              ? 'undefined (an unset environment variable?)'
-              : headerValue === null
-                ? 'null'
-                : `a ${typeof headerValue}`),
-      );
-    }
-    headers[name] = headerValue;
-  }
-  return headers;
-}
-
-const RESERVED_HEADERS = [
-  'content-type',
-  'content-length',
-  'transfer-encoding',
-  'host',
-  'connection',
-  'idempotency-key',
-  'x-outbox-topic',
-  'x-outbox-attempt',
-  'x-outbox-key',
-];
-
-function isHeaderName(name: string): boolean {
-  return /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(name);
 }
 
 function serialise(message: OutboxMessage): string {
@@ -396,73 +147,3 @@ function serialise(message: OutboxMessage): string {
   }
 }
 
-/**
- * Milliseconds to wait from a `Retry-After` value: delay-seconds, or an HTTP-date. A date is taken
- * relative to the response's own `Date` header when there is one, so a skewed clock on either side
- * does not stretch or cut the wait.
- */
-function retryAfterMs(value: string | null, dateHeader: string | null, now = Date.now()): number | undefined {
-  if (value === null) return undefined;
-  const trimmed = value.trim();
-  if (/^\d+$/.test(trimmed)) return Math.min(Number(trimmed), MAX_TIMEOUT_MS) * 1000;
-  const at = parseHttpDate(trimmed);
-  if (at === undefined) return undefined;
-  const reference = (dateHeader !== null ? parseHttpDate(dateHeader.trim()) : undefined) ?? now;
-  return Math.max(0, at - reference);
-}
-
-function parseHttpDate(value: string): number | undefined {
-  // All three HTTP-date forms start with a day name; without this check Date.parse() would read
-  // something like "1.5" as a calendar date.
-  if (!/^[A-Za-z]{3,9},? /.test(value)) return undefined;
-  // The asctime form has no zone, and HTTP dates are always GMT.
-  const ms = Date.parse(/GMT$/i.test(value) ? value : `${value} GMT`);
-  return Number.isNaN(ms) ? undefined : ms;
-}
-
-/** Origin and path of a redirect target; its query string may hold tokens. */
-function redactedLocation(location: string | null, base: URL): string | undefined {
-  if (!location) return undefined;
-  try {
-    const target = new URL(location, base);
-    return `${target.origin}${target.pathname}`;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Reads up to `maxBytes` of the body and cancels the rest, so the socket is either reused or closed. */
-async function readBody(response: Response, maxBytes: number): Promise<Buffer> {
-  const body = response.body;
-  if (!body) return Buffer.alloc(0);
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < maxBytes) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.byteLength;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  return Buffer.concat(chunks);
-}
-
-async function cancelBody(response: Response): Promise<void> {
-  await response.body?.cancel().catch(() => undefined);
-}
-
-/** The first 200 characters of an error response, on one line; empty when unreadable. */
-async function errorSnippet(response: Response): Promise<string> {
-  let bytes: Buffer;
-  try {
-    bytes = await readBody(response, ERROR_BODY_BYTES);
-  } catch {
-    return '';
-  }
-  const text = bytes.toString('utf8').replace(/\s+/g, ' ').trim();
-  return Array.from(text).slice(0, ERROR_BODY_CHARS).join('');
-}
