@@ -3,6 +3,9 @@
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
  * memory,claim the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * OUTBOX_BENCH_SECTIONS=idle-tx (not in the default list: about 20 minutes in full on the 2-core machine, most of it MariaDB's held phase) measures the claim
+ * with a transaction held open on PostgreSQL and MariaDB and writes bench/results/idle-transaction.{json,md}
+ * only; latest.{json,md} are written only when one of the other sections ran.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -16,6 +19,7 @@ import { OUTBOX_DEFAULTS } from '../lib/outbox.options';
 import { OUTBOX_STORE } from '../lib/outbox.constants';
 import type { OutboxStore } from '../lib/store/outbox.store';
 import { DBS, libraryApp, percentile, type Db } from './env';
+import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
@@ -29,6 +33,8 @@ const SIZES = {
   history: QUICK ? 100_000 : 1_000_000,
   pending: 10_000,
 };
+const IDLE_TX_SIZES = { calm: QUICK ? 5_000 : 10_000, held: QUICK ? 20_000 : 100_000, round: 1_000 };
+const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'memory', 'claim'];
 const TABLE = 'bench_outbox';
 const ENQUEUE_ROUNDS = QUICK ? 1 : 3;
 const ROOT = join(__dirname, '..');
@@ -258,7 +264,13 @@ async function main() {
     date: new Date().toISOString(),
     sizes: SIZES,
   };
+  const idleTx: Partial<Record<MvccDb, IdleTxResult>> = {};
   for (const db of dbs) {
+    if (SECTIONS.has('idle-tx') && db !== 'sqlite') {
+      log(`— ${db}: idle transaction`);
+      idleTx[db] = await idleTransaction(db, IDLE_TX_SIZES, log);
+    }
+    if (!LATEST_SECTIONS.some((section) => SECTIONS.has(section))) continue;
     log(`— ${db}: enqueue`);
     const e = SECTIONS.has('enqueue') ? await enqueue(db) : undefined;
     log(`— ${db}: drain`);
@@ -282,8 +294,17 @@ async function main() {
     await r.close();
     results[db] = { enqueue: e, drain: d, latency: l, memory: m, claimCost: c };
   }
-  const md = report(results, dbs);
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  if (SECTIONS.has('idle-tx')) {
+    const md = idleTxReport(idleTx, IDLE_TX_SIZES, String(results.machine), String(results.date), dbs.includes('sqlite'));
+    const json = { machine: results.machine, date: results.date, sizes: IDLE_TX_SIZES, ...idleTx };
+    writeFileSync(join(ROOT, 'bench/results/idle-transaction.json'), `${JSON.stringify(json, null, 2)}\n`);
+    writeFileSync(join(ROOT, 'bench/results/idle-transaction.md'), md);
+    process.stdout.write(md);
+  }
+  // A run of idle-tx alone must not replace the other sections' figures with an empty table.
+  if (!LATEST_SECTIONS.some((section) => SECTIONS.has(section))) return;
+  const md = report(results, dbs);
   writeFileSync(join(ROOT, 'bench/results/latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(ROOT, 'bench/results/latest.md'), md);
   process.stdout.write(md);
