@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { describeError } from '../utils/describe-error';
 import { dialectForType, isSqlite } from '../dialects/dialect-for-type';
 import type {
@@ -22,6 +22,8 @@ import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.i
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
 import { canonicalJson } from '../utils/canonical-json';
 import { uuidv7 } from '../utils/uuidv7';
+import { CommitWatcher, transactionDepth } from './commit-watcher';
+import { createSqlExecutor, queryOn } from './sql-executor';
 
 export interface ClaimResult {
   token: string;
@@ -37,28 +39,10 @@ export interface ClaimResult {
   undecodable: Array<{ id: string; topic: string; attempts: number; error: string; deadLettered: boolean }>;
 }
 
-/** An event published in a transaction not yet committed, at the savepoint depth it was written in. */
-interface PublishedEntry {
-  id: string;
-  topic: string;
-  depth: number;
-}
-
-/** TypeORM counts nested transactions (savepoints) on the query runner; its type keeps the count protected. */
-function transactionDepth(runner: QueryRunner): number {
-  return (runner as unknown as { transactionDepth?: number }).transactionDepth ?? 1;
-}
-
 const COLUMNS_PER_INSERTED_ROW = 8;
 /** The INSERT's own text, generously; and a row's beyond its payload and headers (ids, keys, topic, times). */
 const INSERT_STATEMENT_BYTES = 1024;
 const INSERT_ROW_BYTES = 2048;
-const TRANSIENT_RETRIES = 5;
-
-async function queryOn(runner: QueryRunner, statement: Statement): Promise<StatementResult> {
-  const result = await runner.query(statement.sql, statement.params, true);
-  return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
-}
 
 /**
  * The outbox table's operations, bound to one DataSource and table. Publishing runs on the caller's
@@ -69,7 +53,9 @@ export class OutboxStore {
   private readonly gate: SqliteConnectionGate | undefined;
   /** Cross-instance wake-up, where the database offers one. */
   readonly wakeUp: WakeUpChannel | undefined;
-  private readonly committedListeners: Array<() => void> = [];
+  private readonly commits: CommitWatcher;
+  /** The worker's way to the database: each statement or transaction outside any application transaction. */
+  private readonly executor: SqlExecutor;
 
   /** Where the table lives: TypeORM's `entityPrefix` and PostgreSQL `schema` of the DataSource apply. */
   readonly table: OutboxTable;
@@ -80,7 +66,6 @@ export class OutboxStore {
     private readonly events: OutboxEvents = new OutboxEvents(),
   ) {
     this.table = outboxTableOn(dataSource, tableName);
-    this.publishedKey = `outbox:published:${this.table.path}`;
     this.dialect = dialectForType(String(dataSource.options.type));
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
     this.wakeUp = this.dialect.wakeUpChannel?.(
@@ -89,7 +74,9 @@ export class OutboxStore {
       (error, side) => this.wakeUpFailed(error, side),
       (side) => this.wakeUpWorking(side),
     );
-    dataSource.subscribers.push(this.commitWatcher());
+    this.executor = createSqlExecutor(dataSource, this.dialect, this.gate);
+    this.commits = new CommitWatcher(this.table.path, events, this.wakeUp);
+    dataSource.subscribers.push(this.commits.subscriber());
   }
 
   /** Where wake-up errors go (the worker logs them); they never affect publishing. */
@@ -112,43 +99,8 @@ export class OutboxStore {
 
   /** Calls `listener` after every commit of a transaction that published events. */
   onCommitted(listener: () => void): void {
-    this.committedListeners.push(listener);
+    this.commits.onCommitted(listener);
   }
-
-  /**
-   * A TypeORM subscriber that sees the outermost commit of transactions this store wrote to: the
-   * moment their events become claimable, so the local worker and other instances can look at once.
-   */
-  private commitWatcher(): EntitySubscriberInterface {
-    const key = this.publishedKey;
-    return {
-      afterTransactionCommit: (event) => {
-        const runner = event.queryRunner;
-        if (runner.isTransactionActive || !runner.data?.[key]) return;
-        const published = runner.data[key] as PublishedEntry[];
-        delete runner.data[key];
-        if (published.length > 0 && this.events.observed) {
-          this.events.emit({ type: 'published', ids: published.map((p) => p.id), topics: published.map((p) => p.topic) });
-        }
-        this.wakeUp?.notify();
-        for (const listener of this.committedListeners) listener();
-      },
-      afterTransactionRollback: (event) => {
-        const runner = event.queryRunner;
-        if (!runner.data?.[key]) return;
-        if (!runner.isTransactionActive) {
-          delete runner.data[key];
-          return;
-        }
-        // A savepoint rolled back (the depth is already the enclosing one's): what it published is gone.
-        const depth = transactionDepth(runner);
-        runner.data[key] = (runner.data[key] as PublishedEntry[]).filter((p) => p.depth <= depth);
-      },
-    };
-  }
-
-  /** Marks, on a query runner, a transaction that published to this table. */
-  private readonly publishedKey: string;
 
   /** A store whose server has been checked: too old a server stops the start-up. */
   static async create(dataSource: DataSource, table: string, events?: OutboxEvents): Promise<OutboxStore> {
@@ -197,55 +149,6 @@ export class OutboxStore {
     return found === true || Number(found) > 0;
   }
 
-  /** The worker's way to the database: each statement or transaction outside any application transaction. */
-  private readonly executor: SqlExecutor = {
-    run: (statement) => this.exclusive(() => this.withRetry(() => this.execute(statement))),
-    transaction: (work) =>
-      this.exclusive(() =>
-        this.withRetry(async () => {
-          const runner = this.dataSource.createQueryRunner();
-          try {
-            await runner.startTransaction('READ COMMITTED');
-            try {
-              const result = await work((statement) => queryOn(runner, statement));
-              await runner.commitTransaction();
-              return result;
-            } catch (error) {
-              await runner.rollbackTransaction().catch(() => undefined);
-              throw error;
-            }
-          } finally {
-            await runner.release();
-          }
-        }),
-      ),
-  };
-
-  private async execute(statement: Statement): Promise<StatementResult> {
-    const runner = this.dataSource.createQueryRunner();
-    try {
-      return await queryOn(runner, statement);
-    } finally {
-      await runner.release();
-    }
-  }
-
-  private exclusive<T>(work: () => Promise<T>): Promise<T> {
-    return this.gate ? this.gate.exclusive(work) : work();
-  }
-
-  /** Deadlocks and lock waits are the database asking to try again, not failures of the outbox. */
-  private async withRetry<T>(work: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await work();
-      } catch (error) {
-        if (attempt >= TRANSIENT_RETRIES || !this.dialect.isTransient(error)) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 20 * attempt)));
-      }
-    }
-  }
-
   private runIn(manager: EntityManager, statement: Statement): Promise<StatementResult> {
     return queryOn(manager.queryRunner!, statement);
   }
@@ -278,8 +181,7 @@ export class OutboxStore {
     });
 
     const runner = manager.queryRunner!;
-    const published: PublishedEntry[] = runner.data?.[this.publishedKey] ?? [];
-    runner.data = { ...(runner.data ?? {}), [this.publishedKey]: published };
+    const published = this.commits.published(runner);
     for (const chunk of this.insertChunks(fresh)) await this.runIn(manager, this.dialect.insert(this.table, chunk));
 
     // A concurrent transaction may have committed the same dedupe key between the check and the

@@ -1,0 +1,68 @@
+import type { DataSource, QueryRunner } from 'typeorm';
+import type { OutboxDialect, SqlExecutor, Statement, StatementResult } from '../dialects/shared/outbox-dialect.interface';
+import type { SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
+
+const TRANSIENT_RETRIES = 5;
+
+/** One statement on `runner`, its rows and affected count in the shape every dialect reads. */
+export async function queryOn(runner: QueryRunner, statement: Statement): Promise<StatementResult> {
+  const result = await runner.query(statement.sql, statement.params, true);
+  return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
+}
+
+/**
+ * The worker's way to the database: each statement or transaction on a connection of its own, outside
+ * any application transaction, retried when the database reports a deadlock or lock wait, and taken
+ * in turn through the SQLite gate where there is one.
+ */
+export function createSqlExecutor(
+  dataSource: DataSource,
+  dialect: OutboxDialect,
+  gate: SqliteConnectionGate | undefined,
+): SqlExecutor {
+  const exclusive = <T>(work: () => Promise<T>): Promise<T> => (gate ? gate.exclusive(work) : work());
+
+  /** Deadlocks and lock waits are the database asking to try again, not failures of the outbox. */
+  const withRetry = async <T>(work: () => Promise<T>): Promise<T> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        if (attempt >= TRANSIENT_RETRIES || !dialect.isTransient(error)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 20 * attempt)));
+      }
+    }
+  };
+
+  const execute = async (statement: Statement): Promise<StatementResult> => {
+    const runner = dataSource.createQueryRunner();
+    try {
+      return await queryOn(runner, statement);
+    } finally {
+      await runner.release();
+    }
+  };
+
+  return {
+    run: (statement) => exclusive(() => withRetry(() => execute(statement))),
+    transaction: (work) =>
+      exclusive(() =>
+        withRetry(async () => {
+          const runner = dataSource.createQueryRunner();
+          try {
+            await runner.startTransaction('READ COMMITTED');
+            try {
+              const result = await work((statement) => queryOn(runner, statement));
+              await runner.commitTransaction();
+              return result;
+            } catch (error) {
+              await runner.rollbackTransaction().catch(() => undefined);
+              throw error;
+            }
+          } finally {
+            await runner.release();
+          }
+        }),
+      ),
+  };
+}
