@@ -13,10 +13,15 @@ export default {
     enableFindRelatedTests: true,
   },
   mutate: [
+    // The worker and the store, as split into their files.
     'lib/delivery/outbox.worker.ts',
+    'lib/delivery/claimed-batch.ts',
+    'lib/delivery/handler-invoker.ts',
+    'lib/delivery/failure-policy.ts',
+    'lib/delivery/fenced-writes.ts',
     'lib/publishing/outbox.service.ts',
     'lib/publishing/transaction-resolver.ts',
-    'lib/store/outbox.store.ts',
+    'lib/store/*.ts',
     'lib/dialects/**/*.ts',
     '!lib/dialects/mysql/**',
     '!lib/dialects/postgres/**',
