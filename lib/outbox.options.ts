@@ -4,7 +4,7 @@ import { OutboxConfigurationError } from './errors/outbox.errors';
 import type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
 import { describeValue } from './utils/describe-value';
 import { leaseMarginMs } from './utils/lease-margin';
-import { rejectUnknownOptions } from './utils/option-keys';
+import { booleanOption, integerOption, isPlainObject, optionSection, rejectUnknownOptions } from './utils/option-checks';
 import { validateTopicPattern } from './utils/topic-pattern';
 
 export interface OutboxWorkerOptions {
@@ -111,50 +111,6 @@ const TOP_LEVEL_KEYS = [
 const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
 const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object') return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
-export function integerOption(
-  option: string,
-  value: unknown,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value)) {
-    throw new OutboxConfigurationError(
-      option,
-      `expected a whole number from ${min} to ${max}, got ${describeValue(value)}` +
-        (typeof value === 'string' ? ' (convert environment variables with Number() and check them)' : ''),
-    );
-  }
-  if (value < min || value > max) {
-    throw new OutboxConfigurationError(option, `expected a whole number from ${min} to ${max}, got ${value}`);
-  }
-  return value;
-}
-
-function booleanOption(option: string, value: unknown, fallback: boolean): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') {
-    throw new OutboxConfigurationError(option, `expected true or false, got ${describeValue(value)}`);
-  }
-  return value;
-}
-
-function section(option: string, value: unknown, keys: readonly string[]): Record<string, unknown> {
-  if (value === undefined) return {};
-  if (!isPlainObject(value)) {
-    throw new OutboxConfigurationError(option, `expected an object, got ${describeValue(value)}`);
-  }
-  rejectUnknownOptions(option, value, keys);
-  return value;
-}
-
 export function validateTableName(tableName: unknown, option = 'tableName'): string {
   if (typeof tableName !== 'string' || !LIMITS.tableName.test(tableName)) {
     throw new OutboxConfigurationError(
@@ -208,7 +164,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
   }
 
   const d = OUTBOX_DEFAULTS;
-  const w = section('worker', options.worker, Object.keys(d.worker));
+  const w = optionSection('worker', options.worker, Object.keys(d.worker));
   const leaseMs = integerOption('worker.leaseMs', w.leaseMs, d.worker.leaseMs, LIMITS.leaseMs.min, LIMITS.leaseMs.max);
   const worker: Required<OutboxWorkerOptions> = {
     enabled: booleanOption('worker.enabled', w.enabled, d.worker.enabled),
@@ -234,7 +190,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
   };
   assertTimeoutBelowLease('worker.handlerTimeoutMs', worker.handlerTimeoutMs, leaseMs);
 
-  const r = section('retry', options.retry, Object.keys(d.retry));
+  const r = optionSection('retry', options.retry, Object.keys(d.retry));
   const initialDelayMs = integerOption('retry.initialDelayMs', r.initialDelayMs, d.retry.initialDelayMs, 0, LIMITS.retryDelayMs.max);
   const retry: Required<OutboxRetryOptions> = {
     maxAttempts: integerOption(
@@ -335,7 +291,7 @@ function resolveRoutes(
   const known = transports.map((t) => t.name);
   return value.map((route, i) => {
     const where = `routes[${i}]`;
-    const r = section(where, route, ROUTE_KEYS) as Partial<OutboxRoute>;
+    const r = optionSection(where, route, ROUTE_KEYS) as Partial<OutboxRoute>;
     const problem = validateTopicPattern(r.topic);
     if (problem) throw new OutboxConfigurationError(`${where}.topic`, problem);
     if (typeof r.transport !== 'string' || !known.includes(r.transport)) {

@@ -8,7 +8,7 @@ import type { OutboxHandlerFn, OutboxHandlerOptions } from '../interfaces/outbox
 import type { OutboxModuleExtras } from '../outbox.module-definition';
 import { targetPolicy, type ResolvedOutboxOptions, type ResolvedRoute } from '../outbox.options';
 import { SendBatcher } from '../transports/send-batcher';
-import { rejectUnknownOptions } from '../utils/option-keys';
+import { rejectUnknownOptions } from '../utils/option-checks';
 import { topicMatches } from '../utils/topic-pattern';
 import { validateTopic } from '../publishing/outbox.validation';
 

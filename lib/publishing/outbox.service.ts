@@ -10,7 +10,7 @@ import type {
 } from '../interfaces/outbox-message.interface';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import type { OutboxStore } from '../store/outbox.store';
-import { unknownKey } from '../utils/option-keys';
+import { unknownKey } from '../utils/option-checks';
 import { validateEvent } from './outbox.validation';
 import { transactionalManager } from './transaction-resolver';
 

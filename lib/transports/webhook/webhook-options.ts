@@ -1,7 +1,6 @@
 import { OutboxConfigurationError } from '../../errors/outbox.errors';
-import { integerOption } from '../../outbox.options';
 import { describeValue } from '../../utils/describe-value';
-import { rejectUnknownOptions } from '../../utils/option-keys';
+import { integerOption, rejectUnknownOptions } from '../../utils/option-checks';
 
 export interface WebhookTransportOptions {
   /** Default endpoint (http or https). A route may override it with `options: { url }`. */
