@@ -13,17 +13,16 @@ import type {
   WakeUpSide,
 } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxEvents } from '../delivery/outbox-events';
-import { outboxTable, outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
+import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
-import { OutboxDedupeConflictError, OutboxSchemaOutdatedError, OutboxTableMissingError } from '../errors/outbox.errors';
-import { migrationName, OUTBOX_SCHEMA_VERSIONS } from '../schema/outbox-migrations';
-import { DEFAULT_TABLE_NAME } from '../outbox.constants';
+import { OutboxDedupeConflictError } from '../errors/outbox.errors';
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
 import { canonicalJson } from '../utils/canonical-json';
 import { uuidv7 } from '../utils/uuidv7';
 import { CommitWatcher, transactionDepth } from './commit-watcher';
 import { createSqlExecutor, queryOn } from './sql-executor';
+import { verifyOutboxTable } from './table-check';
 
 export interface ClaimResult {
   token: string;
@@ -106,47 +105,8 @@ export class OutboxStore {
   static async create(dataSource: DataSource, table: string, events?: OutboxEvents): Promise<OutboxStore> {
     const store = new OutboxStore(dataSource, table, events);
     await store.dialect.verifyServer(store.executor);
-    await store.verifyTable(table);
+    await verifyOutboxTable(store.executor, store.dialect, store.table, table);
     return store;
-  }
-
-  /**
-   * Refuses to start on a table that is not where the entity and the worker look, naming the fix. A
-   * table under the bare name elsewhere was made by a version that ignored the DataSource's `schema`
-   * and `entityPrefix`: it still holds that install's events, so it is moved, never recreated.
-   */
-  private async verifyTable(tableName: string): Promise<void> {
-    if (await this.exists(this.table)) return this.verifySchemaVersion(tableName);
-    const bare = outboxTable(tableName);
-    const migration = `the migrations ${tableName === DEFAULT_TABLE_NAME ? '...OutboxMigrations' : `...createOutboxMigrations('${tableName}')`}`;
-    if (bare.path !== this.table.path && (await this.exists(bare))) {
-      throw new OutboxTableMissingError(
-        this.table.path,
-        `A table "${tableName}" exists where the connection resolves unqualified names: an earlier version put it ` +
-          `there, ignoring the DataSource's schema/entityPrefix. Move it (with its events) before starting: ` +
-          this.dialect.relocate(bare, this.table).join('; '),
-      );
-    }
-    throw new OutboxTableMissingError(
-      this.table.path,
-      `Add ${migration} to the DataSource's migrations and run them (migrationsRun: true, or the TypeORM CLI).`,
-    );
-  }
-
-  /** Refuses a table that a migration of `OutboxMigrations` has not reached yet, naming the first missing one. */
-  private async verifySchemaVersion(tableName: string): Promise<void> {
-    const { rows } = await this.executor.run(this.dialect.columns(this.table));
-    const columns = new Set(rows.map((row) => String(row.name)));
-    const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !columns.has(step.marker));
-    if (!missing) return;
-    const latest = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version;
-    throw new OutboxSchemaOutdatedError(this.table.path, missing.version - 1, latest, migrationName(tableName, missing.version));
-  }
-
-  private async exists(table: OutboxTable): Promise<boolean> {
-    const { rows } = await this.executor.run(this.dialect.tableExists(table));
-    const found = rows[0]?.found;
-    return found === true || Number(found) > 0;
   }
 
   private runIn(manager: EntityManager, statement: Statement): Promise<StatementResult> {
