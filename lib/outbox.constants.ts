@@ -10,3 +10,12 @@ export const OUTBOX_STORE = Symbol('outbox:store');
 export const OUTBOX_HANDLER_METADATA = 'outbox:handler';
 
 export const DEFAULT_TABLE_NAME = 'outbox_event';
+
+/** The ranges options and names are validated against. */
+export const LIMITS = {
+  leaseMs: { min: 1000, max: 3_600_000 },
+  /** The longest wait before a retry, whoever asks for it (backoff bounds, Retry-After): a day. */
+  retryDelayMs: { max: 86_400_000 },
+  maxAttempts: { min: 1, max: 100 },
+  tableName: /^[a-zA-Z_][a-zA-Z0-9_]{0,47}$/,
+} as const;

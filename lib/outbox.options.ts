@@ -1,11 +1,12 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import { DEFAULT_TABLE_NAME } from './outbox.constants';
+import { DEFAULT_TABLE_NAME, LIMITS } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
+import { assertTimeoutBelowLease, resolveRoutes, resolveTransports } from './outbox.targets';
 import { describeValue } from './utils/describe-value';
-import { leaseMarginMs } from './utils/lease-margin';
 import { booleanOption, integerOption, isPlainObject, optionSection, rejectUnknownOptions } from './utils/option-checks';
-import { validateTopicPattern } from './utils/topic-pattern';
+
+export { LIMITS } from './outbox.constants';
 
 export interface OutboxWorkerOptions {
   /** Schedule the polling worker in this process. `false` for API-only replicas. Default `true`. */
@@ -89,13 +90,6 @@ export const OUTBOX_DEFAULTS = {
   maxPayloadBytes: 1024 * 1024,
 } as const;
 
-export const LIMITS = {
-  leaseMs: { min: 1000, max: 3_600_000 },
-  /** The longest wait before a retry, whoever asks for it (backoff bounds, Retry-After): a day. */
-  retryDelayMs: { max: 86_400_000 },
-  maxAttempts: { min: 1, max: 100 },
-  tableName: /^[a-zA-Z_][a-zA-Z0-9_]{0,47}$/,
-} as const;
 
 const TOP_LEVEL_KEYS = [
   'tableName',
@@ -108,8 +102,6 @@ const TOP_LEVEL_KEYS = [
   'transports',
   'routes',
 ];
-const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
-const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 export function validateTableName(tableName: unknown, option = 'tableName'): string {
   if (typeof tableName !== 'string' || !LIMITS.tableName.test(tableName)) {
@@ -222,109 +214,4 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
     transports,
     routes: resolveRoutes(options.routes, transports, worker, retry),
   };
-}
-
-function resolveTransports(value: unknown): OutboxTransport[] {
-  if (value === undefined) return [];
-  if (!Array.isArray(value)) {
-    throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describeValue(value)}`);
-  }
-  const names = new Set<string>();
-  return value.map((transport, i) => {
-    const where = `transports[${i}]`;
-    if (typeof transport !== 'object' || transport === null || typeof transport.send !== 'function') {
-      throw new OutboxConfigurationError(where, 'expected an object with a name and a send(message, route) method');
-    }
-    if (typeof transport.name !== 'string' || !TRANSPORT_NAME.test(transport.name)) {
-      throw new OutboxConfigurationError(
-        `${where}.name`,
-        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describeValue(transport.name)}`,
-      );
-    }
-    if (names.has(transport.name)) {
-      throw new OutboxConfigurationError(`${where}.name`, `another transport is already named "${transport.name}"`);
-    }
-    names.add(transport.name);
-    return transport as OutboxTransport;
-  });
-}
-
-/** Resolves the per-target timeout and backoff bounds of a handler or a route against the defaults. */
-export function targetPolicy(
-  option: (key: string) => string,
-  given: { timeoutMs?: unknown; retry?: { initialDelayMs?: unknown; maxDelayMs?: unknown } },
-  worker: Required<OutboxWorkerOptions>,
-  retry: Required<OutboxRetryOptions>,
-): { timeoutMs: number; retry: { initialDelayMs: number; maxDelayMs: number } } {
-  const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, worker.leaseMs);
-  assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
-  if (given.retry !== undefined && (typeof given.retry !== 'object' || given.retry === null)) {
-    throw new OutboxConfigurationError(option('retry'), `expected an object, got ${describeValue(given.retry)}`);
-  }
-  const initialDelayMs = integerOption(
-    option('retry.initialDelayMs'),
-    given.retry?.initialDelayMs,
-    retry.initialDelayMs,
-    0,
-    LIMITS.retryDelayMs.max,
-  );
-  const maxDelayMs = integerOption(
-    option('retry.maxDelayMs'),
-    given.retry?.maxDelayMs,
-    Math.max(retry.maxDelayMs, initialDelayMs),
-    initialDelayMs,
-    LIMITS.retryDelayMs.max,
-  );
-  return { timeoutMs, retry: { initialDelayMs, maxDelayMs } };
-}
-
-function resolveRoutes(
-  value: unknown,
-  transports: OutboxTransport[],
-  worker: Required<OutboxWorkerOptions>,
-  retry: Required<OutboxRetryOptions>,
-): ResolvedRoute[] {
-  if (value === undefined) return [];
-  if (!Array.isArray(value)) {
-    throw new OutboxConfigurationError('routes', `expected an array of routes, got ${describeValue(value)}`);
-  }
-  const known = transports.map((t) => t.name);
-  return value.map((route, i) => {
-    const where = `routes[${i}]`;
-    const r = optionSection(where, route, ROUTE_KEYS) as Partial<OutboxRoute>;
-    const problem = validateTopicPattern(r.topic);
-    if (problem) throw new OutboxConfigurationError(`${where}.topic`, problem);
-    if (typeof r.transport !== 'string' || !known.includes(r.transport)) {
-      throw new OutboxConfigurationError(
-        `${where}.transport`,
-        `unknown transport ${typeof r.transport === 'string' ? `"${r.transport}"` : describeValue(r.transport)}; the module's transports are: ${known.join(', ') || '(none)'}`,
-      );
-    }
-    if (r.options !== undefined && !isPlainObject(r.options)) {
-      throw new OutboxConfigurationError(`${where}.options`, `expected an object, got ${describeValue(r.options)}`);
-    }
-    const resolved = { ...r, ...targetPolicy((key) => `${where}.${key}`, r, worker, retry) } as ResolvedRoute;
-    try {
-      transports.find((t) => t.name === r.transport)!.validateRoute?.(resolved);
-    } catch (error) {
-      throw new OutboxConfigurationError(`${where}.options`, (error as Error).message);
-    }
-    return resolved;
-  });
-}
-
-/**
- * A handler still running when its lease ends would run twice; a timeout below the lease (with a
- * margin for the acknowledgement) prevents that.
- */
-export function assertTimeoutBelowLease(option: string, timeoutMs: number, leaseMs: number): void {
-  const margin = leaseMarginMs(leaseMs);
-  if (timeoutMs > leaseMs - margin) {
-    throw new OutboxConfigurationError(
-      option,
-      `the handler timeout (${timeoutMs} ms) must be shorter than worker.leaseMs (${leaseMs} ms) ` +
-        `by at least ${margin} ms, or the lease could expire while the handler runs; ` +
-        'lower the timeout or raise worker.leaseMs',
-    );
-  }
 }

@@ -6,7 +6,8 @@ import { getOutboxHandlerMetadata } from '../decorators/outbox-handler.decorator
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxHandlerFn, OutboxHandlerOptions } from '../interfaces/outbox-message.interface';
 import type { OutboxModuleExtras } from '../outbox.module-definition';
-import { targetPolicy, type ResolvedOutboxOptions, type ResolvedRoute } from '../outbox.options';
+import type { ResolvedOutboxOptions, ResolvedRoute } from '../outbox.options';
+import { targetPolicy } from '../outbox.targets';
 import { SendBatcher } from '../transports/send-batcher';
 import { rejectUnknownOptions } from '../utils/option-checks';
 import { topicMatches } from '../utils/topic-pattern';

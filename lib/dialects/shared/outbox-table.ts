@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { OutboxConfigurationError } from '../../errors/outbox.errors';
-import { LIMITS } from '../../outbox.options';
+import { LIMITS } from '../../outbox.constants';
 
 /**
  * Where an outbox table lives, as TypeORM places the entity: the DataSource's `entityPrefix` before the

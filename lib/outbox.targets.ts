@@ -1,0 +1,120 @@
+import { LIMITS } from './outbox.constants';
+import { OutboxConfigurationError } from './errors/outbox.errors';
+import type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
+import type { OutboxRetryOptions, OutboxWorkerOptions, ResolvedRoute } from './outbox.options';
+import { describeValue } from './utils/describe-value';
+import { leaseMarginMs } from './utils/lease-margin';
+import { integerOption, isPlainObject, optionSection } from './utils/option-checks';
+import { validateTopicPattern } from './utils/topic-pattern';
+
+/**
+ * Where events go besides handlers, and the per-target policy (timeout, backoff bounds) of handlers
+ * and routes: resolved from the module options once, at start-up.
+ */
+const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
+const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+export function resolveTransports(value: unknown): OutboxTransport[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describeValue(value)}`);
+  }
+  const names = new Set<string>();
+  return value.map((transport, i) => {
+    const where = `transports[${i}]`;
+    if (typeof transport !== 'object' || transport === null || typeof transport.send !== 'function') {
+      throw new OutboxConfigurationError(where, 'expected an object with a name and a send(message, route) method');
+    }
+    if (typeof transport.name !== 'string' || !TRANSPORT_NAME.test(transport.name)) {
+      throw new OutboxConfigurationError(
+        `${where}.name`,
+        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describeValue(transport.name)}`,
+      );
+    }
+    if (names.has(transport.name)) {
+      throw new OutboxConfigurationError(`${where}.name`, `another transport is already named "${transport.name}"`);
+    }
+    names.add(transport.name);
+    return transport as OutboxTransport;
+  });
+}
+
+/** Resolves the per-target timeout and backoff bounds of a handler or a route against the defaults. */
+export function targetPolicy(
+  option: (key: string) => string,
+  given: { timeoutMs?: unknown; retry?: { initialDelayMs?: unknown; maxDelayMs?: unknown } },
+  worker: Required<OutboxWorkerOptions>,
+  retry: Required<OutboxRetryOptions>,
+): { timeoutMs: number; retry: { initialDelayMs: number; maxDelayMs: number } } {
+  const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, worker.leaseMs);
+  assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
+  if (given.retry !== undefined && (typeof given.retry !== 'object' || given.retry === null)) {
+    throw new OutboxConfigurationError(option('retry'), `expected an object, got ${describeValue(given.retry)}`);
+  }
+  const initialDelayMs = integerOption(
+    option('retry.initialDelayMs'),
+    given.retry?.initialDelayMs,
+    retry.initialDelayMs,
+    0,
+    LIMITS.retryDelayMs.max,
+  );
+  const maxDelayMs = integerOption(
+    option('retry.maxDelayMs'),
+    given.retry?.maxDelayMs,
+    Math.max(retry.maxDelayMs, initialDelayMs),
+    initialDelayMs,
+    LIMITS.retryDelayMs.max,
+  );
+  return { timeoutMs, retry: { initialDelayMs, maxDelayMs } };
+}
+
+export function resolveRoutes(
+  value: unknown,
+  transports: OutboxTransport[],
+  worker: Required<OutboxWorkerOptions>,
+  retry: Required<OutboxRetryOptions>,
+): ResolvedRoute[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new OutboxConfigurationError('routes', `expected an array of routes, got ${describeValue(value)}`);
+  }
+  const known = transports.map((t) => t.name);
+  return value.map((route, i) => {
+    const where = `routes[${i}]`;
+    const r = optionSection(where, route, ROUTE_KEYS) as Partial<OutboxRoute>;
+    const problem = validateTopicPattern(r.topic);
+    if (problem) throw new OutboxConfigurationError(`${where}.topic`, problem);
+    if (typeof r.transport !== 'string' || !known.includes(r.transport)) {
+      throw new OutboxConfigurationError(
+        `${where}.transport`,
+        `unknown transport ${typeof r.transport === 'string' ? `"${r.transport}"` : describeValue(r.transport)}; the module's transports are: ${known.join(', ') || '(none)'}`,
+      );
+    }
+    if (r.options !== undefined && !isPlainObject(r.options)) {
+      throw new OutboxConfigurationError(`${where}.options`, `expected an object, got ${describeValue(r.options)}`);
+    }
+    const resolved = { ...r, ...targetPolicy((key) => `${where}.${key}`, r, worker, retry) } as ResolvedRoute;
+    try {
+      transports.find((t) => t.name === r.transport)!.validateRoute?.(resolved);
+    } catch (error) {
+      throw new OutboxConfigurationError(`${where}.options`, (error as Error).message);
+    }
+    return resolved;
+  });
+}
+
+/**
+ * A handler still running when its lease ends would run twice; a timeout below the lease (with a
+ * margin for the acknowledgement) prevents that.
+ */
+export function assertTimeoutBelowLease(option: string, timeoutMs: number, leaseMs: number): void {
+  const margin = leaseMarginMs(leaseMs);
+  if (timeoutMs > leaseMs - margin) {
+    throw new OutboxConfigurationError(
+      option,
+      `the handler timeout (${timeoutMs} ms) must be shorter than worker.leaseMs (${leaseMs} ms) ` +
+        `by at least ${margin} ms, or the lease could expire while the handler runs; ` +
+        'lower the timeout or raise worker.leaseMs',
+    );
+  }
+}
