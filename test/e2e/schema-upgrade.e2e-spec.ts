@@ -115,7 +115,14 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
 
   it('runs each migration down to what it was up from', async () => {
     const v1 = await migrate(backend, table, sqlitePath, [createOutboxMigration(table)]);
-    const columnsOf = async (ds: DataSource) => (await ds.createQueryRunner().getTable(table))?.columns.map((c) => c.name).sort();
+    const columnsOf = async (ds: DataSource) => {
+      const runner = ds.createQueryRunner();
+      try {
+        return (await runner.getTable(table))?.columns.map((c) => c.name).sort();
+      } finally {
+        await runner.release();
+      }
+    };
     const v1Columns = await columnsOf(v1);
     await v1.destroy();
     await insert(ids.expiredBefore, 'pending', 2, '22222222-2222-4222-8222-222222222222', noteOfV1);
@@ -127,7 +134,9 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     // The old worker finds its expiry where it wrote it.
     expect(await row(ids.expiredBefore)).toMatchObject({ last_error: noteOfV1 });
     await ds.undoLastMigration();
-    expect(await ds.createQueryRunner().hasTable(table)).toBe(false);
+    const runner = ds.createQueryRunner();
+    expect(await runner.hasTable(table)).toBe(false);
+    await runner.release();
     await ds.destroy();
   });
 });
