@@ -23,16 +23,16 @@ module.exports = {
   testEnvironment: join(plumbing, 'environment.js'),
   testSequencer: join(plumbing, 'sequencer.js'),
   // SQLite through better-sqlite3 only (see test/fixtures/mutation/backends.ts).
-  moduleNameMapper: { '^(\\.\\./fixtures|\\.)/backends$': join(plumbing, 'backends.ts') },
+  moduleNameMapper: { '^((\\.\\./)+fixtures|\\.)/backends$': join(plumbing, 'backends.ts') },
   testPathIgnorePatterns: [
     '/node_modules/',
     // Transports: they never reach the store or the dialects, and they need the brokers.
-    '<rootDir>/test/e2e/brokers.e2e-spec.ts',
+    '<rootDir>/test/e2e/transports/brokers.e2e-spec.ts',
     // Query plans of PostgreSQL and MariaDB: nothing left to run without the servers.
-    '<rootDir>/test/e2e/claim-plan.e2e-spec.ts',
+    '<rootDir>/test/e2e/delivery/claim-plan.e2e-spec.ts',
     // Worker processes started through ts-node (seconds of compiling each) and a 2,000-event soak: about
     // 18 s for every mutant it covers, and Stryker sees no coverage from inside the children. The
     // in-process tests of worker.e2e-spec.ts cover the same lease expiry, redelivery and dead-lettering.
-    '<rootDir>/test/e2e/processes.e2e-spec.ts',
+    '<rootDir>/test/e2e/delivery/processes.e2e-spec.ts',
   ],
 };

@@ -2,7 +2,7 @@ export { OutboxModule } from './outbox.module';
 export type { OutboxModuleExtras } from './outbox.module-definition';
 export { OutboxService } from './publishing/outbox.service';
 export { OutboxWorker, type OutboxDrainResult } from './delivery/outbox.worker';
-export { OutboxEvents } from './delivery/outbox-events';
+export { OutboxEvents } from './events/outbox-events';
 export type {
   OutboxClaimedEvent,
   OutboxDeadLetteredEvent,
@@ -22,7 +22,7 @@ export type {
   OutboxWakeUpSide,
   OutboxWorkerStartedEvent,
   OutboxWorkerStoppedEvent,
-} from './delivery/lifecycle-event';
+} from './events/lifecycle-event';
 export { OutboxHandler } from './decorators/outbox-handler.decorator';
 export {
   OUTBOX_DEFAULTS,

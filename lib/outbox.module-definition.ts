@@ -1,26 +1,14 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_STORE } from './outbox.constants';
-import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox.options';
-import { validateTableName } from './outbox.options';
+import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import type { OutboxModuleExtras, OutboxModuleOptions, ResolvedOutboxOptions } from './interfaces/outbox-options.interface';
+import { validateTableName } from './schema/table-name';
 import { createOutboxEntity } from './schema/outbox-event.entity';
 import { OutboxStore } from './store/outbox.store';
-import { OutboxEvents } from './delivery/outbox-events';
+import { OutboxEvents } from './events/outbox-events';
 
-/**
- * Values that decide which providers and imports exist, so they must be known when the module is
- * declared — also with forRootAsync, where they sit beside `useFactory`.
- */
-export interface OutboxModuleExtras {
-  /**
-   * Make `OutboxService` injectable everywhere without importing the module again. Default `true`; at
-   * most one global outbox per application, the others `false`, each injected through its module.
-   */
-  isGlobal?: boolean;
-  tableName?: string;
-  dataSource?: string | DataSource;
-}
+export type { OutboxModuleExtras } from './interfaces/outbox-options.interface';
 
 export const {
   ConfigurableModuleClass: OutboxConfigurableModuleClass,
@@ -34,7 +22,7 @@ export const {
   .setExtras<OutboxModuleExtras>(
     { isGlobal: true, tableName: undefined, dataSource: undefined },
     (definition, extras) => {
-      const tableName = validateTableName(extras.tableName ?? 'outbox_event');
+      const tableName = validateTableName(extras.tableName ?? DEFAULT_TABLE_NAME);
       const dataSourceName = typeof extras.dataSource === 'string' ? extras.dataSource : undefined;
       // Registering the entity through forFeature is what makes `autoLoadEntities: true` pick it up.
       const entityImports =
@@ -47,13 +35,13 @@ export const {
               provide: OUTBOX_STORE,
               inject: [OUTBOX_OPTIONS, OutboxEvents],
               useFactory: (options: ResolvedOutboxOptions, events: OutboxEvents) =>
-                OutboxStore.create(extras.dataSource as DataSource, options.tableName, events),
+                new OutboxStore(extras.dataSource as DataSource, options.tableName, events),
             }
           : {
               provide: OUTBOX_STORE,
               inject: [OUTBOX_OPTIONS, getDataSourceToken(dataSourceName), OutboxEvents],
               useFactory: (options: ResolvedOutboxOptions, named: DataSource, events: OutboxEvents) =>
-                OutboxStore.create(
+                new OutboxStore(
                   options.dataSource instanceof DataSource ? options.dataSource : named,
                   options.tableName,
                   events,

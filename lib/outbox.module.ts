@@ -4,11 +4,13 @@ import { DataSource } from 'typeorm';
 import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import { OutboxConfigurableModuleClass, type OutboxModuleExtras } from './outbox.module-definition';
-import { resolveOutboxOptions, type OutboxModuleOptions } from './outbox.options';
+import { resolveOutboxOptions, type OutboxModuleOptions, type ResolvedOutboxOptions } from './outbox.options';
+import { DeliveryTargets } from './delivery/delivery-targets';
 import { OutboxExplorer } from './delivery/outbox.explorer';
 import { OutboxService } from './publishing/outbox.service';
 import { OutboxWorker } from './delivery/outbox.worker';
-import { OutboxEvents } from './delivery/outbox-events';
+import { OutboxEvents } from './events/outbox-events';
+import { TransportRegistry } from './transports/transport-registry';
 
 /**
  * Table and data source shape the module's imports, so forRootAsync takes them beside `useFactory`.
@@ -47,6 +49,12 @@ function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleE
       useFactory: (raw: OutboxModuleOptions, extras: OutboxModuleExtras) =>
         resolveOutboxOptions(mergeExtras(raw, extras)),
     },
+    {
+      provide: TransportRegistry,
+      inject: [OUTBOX_OPTIONS],
+      useFactory: (options: ResolvedOutboxOptions) => new TransportRegistry(options.transports),
+    },
+    DeliveryTargets,
     OutboxService,
     OutboxExplorer,
     OutboxWorker,

@@ -1,80 +1,28 @@
-import type { DataSource, EntityManager } from 'typeorm';
 import { DEFAULT_TABLE_NAME, LIMITS } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
-import type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
-import { assertTimeoutBelowLease, resolveRoutes, resolveTransports } from './outbox.targets';
+import type {
+  OutboxModuleOptions,
+  OutboxRetryOptions,
+  OutboxWorkerOptions,
+  ResolvedOutboxOptions,
+} from './interfaces/outbox-options.interface';
+import { assertTimeoutBelowLease, resolveRoutes } from './delivery/target-policy';
+import { resolveTransports } from './transports/transport-registry';
 import { describeValue } from './utils/describe-value';
+import { validateTableName } from './schema/table-name';
 import { booleanOption, integerOption, isPlainObject, optionSection, rejectUnknownOptions } from './utils/option-checks';
 
 export { LIMITS } from './outbox.constants';
-
-export interface OutboxWorkerOptions {
-  /** Schedule the polling worker in this process. `false` for API-only replicas. Default `true`. */
-  enabled?: boolean;
-  /** How often the worker looks for due events when idle, in ms. Default 1000. */
-  pollIntervalMs?: number;
-  /** How many events one claim takes. Default 50. */
-  batchSize?: number;
-  /** How many events of a batch are delivered at the same time. Default 10. */
-  concurrency?: number;
-  /** How long a claim owns an event before another worker may take it, in ms (1 s to 1 h). Default 60000. */
-  leaseMs?: number;
-  /** Default time limit of one handler call, in ms. Must be shorter than `leaseMs`. Default 30000. */
-  handlerTimeoutMs?: number;
-  /** How long `app.close()` waits for in-flight handlers before releasing their events, in ms. Default 10000. */
-  shutdownTimeoutMs?: number;
-}
-
-export interface OutboxRetryOptions {
-  /** Attempts before an event is dead-lettered (1 to 100). Default 10. */
-  maxAttempts?: number;
-  /** Upper bound of the first retry delay, in ms. Default 1000. */
-  initialDelayMs?: number;
-  /** Upper bound of any retry delay, in ms. Default 300000 (5 minutes). */
-  maxDelayMs?: number;
-}
-
-/** Returns the transactional `EntityManager` of the caller's context, or `undefined` when there is none. */
-export type OutboxTransactionResolver = () => EntityManager | undefined | null;
-
-export interface OutboxModuleOptions {
-  /** Table of the outbox. Default `outbox_event`. Must match the entity and migration you register. */
-  tableName?: string;
-  /** The TypeORM data source: its name as registered with `TypeOrmModule`, or the instance. Default: the default one. */
-  dataSource?: string | DataSource;
-  /**
-   * How `publish()` finds the caller's transaction when no `manager` is passed. Default: the
-   * `TransactionHost` of `@nestjs-cls/transactional` (see `transactionConnectionName`).
-   */
-  transactionResolver?: OutboxTransactionResolver;
-  /** `connectionName` of the `ClsPluginTransactional` to join, when you registered several. */
-  transactionConnectionName?: string;
-  worker?: OutboxWorkerOptions;
-  retry?: OutboxRetryOptions;
-  /** Largest serialised payload accepted by `publish()`, in bytes. Default 1 MiB. */
-  maxPayloadBytes?: number;
-  /** Destinations outside the process (brokers, webhooks), each with a unique name. */
-  transports?: OutboxTransport[];
-  /** Which topics go to which transport; an event goes to every matching route and every handler. */
-  routes?: OutboxRoute[];
-}
-
-export interface ResolvedOutboxOptions {
-  tableName: string;
-  dataSource: string | DataSource | undefined;
-  transactionResolver: OutboxTransactionResolver | undefined;
-  transactionConnectionName: string | undefined;
-  worker: Required<OutboxWorkerOptions>;
-  retry: Required<OutboxRetryOptions>;
-  maxPayloadBytes: number;
-  transports: OutboxTransport[];
-  routes: ResolvedRoute[];
-}
-
-export interface ResolvedRoute extends OutboxRoute {
-  timeoutMs: number;
-  retry: { initialDelayMs: number; maxDelayMs: number };
-}
+export { validateTableName } from './schema/table-name';
+export type {
+  OutboxModuleExtras,
+  OutboxModuleOptions,
+  OutboxRetryOptions,
+  OutboxTransactionResolver,
+  OutboxWorkerOptions,
+  ResolvedOutboxOptions,
+  ResolvedRoute,
+} from './interfaces/outbox-options.interface';
 
 export const OUTBOX_DEFAULTS = {
   worker: {
@@ -102,17 +50,6 @@ const TOP_LEVEL_KEYS = [
   'transports',
   'routes',
 ];
-
-export function validateTableName(tableName: unknown, option = 'tableName'): string {
-  if (typeof tableName !== 'string' || !LIMITS.tableName.test(tableName)) {
-    throw new OutboxConfigurationError(
-      option,
-      `expected 1 to 48 characters matching ${LIMITS.tableName.source} (letters, digits, underscore; ` +
-        `not starting with a digit), got ${describeValue(tableName)}`,
-    );
-  }
-  return tableName;
-}
 
 /**
  * The one place where options are defaulted and validated. `forRoot` and `forRootAsync` both end here,

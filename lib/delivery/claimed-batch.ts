@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { previousAttemptExpired } from '../dialects/shared/dialect.util';
 import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
 import { leaseMarginMs } from '../utils/lease-margin';
 import { AckBuffer } from './ack-buffer';
@@ -12,14 +12,14 @@ import { deadLetterReason, decideFailure, MAX_ERROR_LENGTH, undecodableError } f
 import type { FencedWrites } from './fenced-writes';
 import type { HandlerInvoker, HandlerOutcome } from './handler-invoker';
 import type { LazyAbort } from './lazy-abort';
-import type { OutboxEvents } from './outbox-events';
-import type { OutboxExplorer } from './outbox.explorer';
+import type { OutboxEvents } from '../events/outbox-events';
+import type { DeliveryTargets } from './delivery-targets';
 
 /** What every claimed batch of one worker works with. */
 export interface BatchContext {
   readonly options: ResolvedOutboxOptions;
   readonly store: OutboxStore;
-  readonly explorer: OutboxExplorer;
+  readonly targets: DeliveryTargets;
   readonly events: OutboxEvents;
   readonly state: DeliveryState;
   readonly writes: FencedWrites;
@@ -145,7 +145,7 @@ export class ClaimedBatch {
     const { state, options } = this.ctx;
     // Given back by a shutdown that timed out while it waited for a lane.
     if (!state.waiting.delete(event.id)) return false;
-    const handlers = this.ctx.explorer.targetsFor(event.topic);
+    const handlers = this.ctx.targets.forTopic(event.topic);
     const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
     const longest = Math.max(0, ...pending.map((h) => h.timeoutMs));
     const margin = leaseMarginMs(options.worker.leaseMs);

@@ -1,7 +1,7 @@
 import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
 import { LIMITS } from '../outbox.constants';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { backoffDelayMs } from '../utils/backoff';
 import { describeError } from '../utils/describe-error';
 import type { HandlerOutcome } from './handler-invoker';

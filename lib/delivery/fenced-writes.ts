@@ -4,8 +4,8 @@ import type { OutboxStore } from '../store/outbox.store';
 import { describeError } from '../utils/describe-error';
 import type { DeliveryState } from './delivery-state';
 import type { OutboxDrainResult } from './drain-result';
-import type { OutboxReleaseReason } from './lifecycle-event';
-import type { OutboxEvents } from './outbox-events';
+import type { OutboxReleaseReason } from '../events/lifecycle-event';
+import type { OutboxEvents } from '../events/outbox-events';
 
 /** How a fenced write ended: applied, rejected for a lost lease, or not made (database error, shut down). */
 export type Recorded = 'done' | 'rejected' | 'not-made';

@@ -3,8 +3,8 @@ import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxMessage } from '../interfaces/outbox-message.interface';
 import { describeError } from '../utils/describe-error';
 import { LazyAbort } from './lazy-abort';
-import type { OutboxEvents } from './outbox-events';
-import type { DeliveryTarget } from './outbox.explorer';
+import type { OutboxEvents } from '../events/outbox-events';
+import type { DeliveryTarget } from './delivery-targets';
 
 /** How one target's run ended: no `error` key means it succeeded. */
 export interface HandlerOutcome {

@@ -5,43 +5,27 @@ import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS } from '../outbox.con
 import { getOutboxHandlerMetadata } from '../decorators/outbox-handler.decorator';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxHandlerFn, OutboxHandlerOptions } from '../interfaces/outbox-message.interface';
-import type { OutboxModuleExtras } from '../outbox.module-definition';
-import type { ResolvedOutboxOptions, ResolvedRoute } from '../outbox.options';
-import { targetPolicy } from '../outbox.targets';
-import { SendBatcher } from '../transports/send-batcher';
+import type { OutboxModuleExtras, ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
+import { targetPolicy } from './target-policy';
 import { rejectUnknownOptions } from '../utils/option-checks';
-import { topicMatches } from '../utils/topic-pattern';
-import { validateTopic } from '../publishing/outbox.validation';
-
-/** Something an event is delivered to: a discovered handler, or a route to a transport. */
-export interface DeliveryTarget {
-  /** Stable name recorded when the delivery succeeds: `Class.method`, or `transport:<name>`. */
-  name: string;
-  timeoutMs: number;
-  retry: { initialDelayMs: number; maxDelayMs: number };
-  invoke: OutboxHandlerFn;
-}
-
-/** Topics seen are few in practice; the cap keeps a flood of distinct topics from growing memory. */
-const TARGET_CACHE_LIMIT = 10_000;
+import { validateTopic } from '../utils/topic';
+import { DeliveryTargets } from './delivery-targets';
 
 const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry'];
 
 /**
- * Finds `@OutboxHandler()` methods once, at module init, and serves the delivery targets of a topic:
- * its handlers and the transports of every matching route.
+ * Finds `@OutboxHandler()` methods on providers and controllers once, at module init, checks their
+ * options and registers them with the delivery targets.
  */
 @Injectable()
 export class OutboxExplorer implements OnModuleInit {
   private readonly logger = new Logger('OutboxExplorer');
-  private readonly byTopic = new Map<string, DeliveryTarget[]>();
-  private readonly targetCache = new Map<string, readonly DeliveryTarget[]>();
-  private readonly batchers = new Map<string, SendBatcher>();
 
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly targets: DeliveryTargets,
   ) {}
 
   onModuleInit(): void {
@@ -109,41 +93,13 @@ export class OutboxExplorer implements OnModuleInit {
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
       throw new OutboxConfigurationError(`${where}: name`, 'expected a string of 1 to 200 characters');
     }
-    const handlers = this.byTopic.get(topic) ?? [];
-    if (handlers.some((h) => h.name === name)) {
+    if (this.targets.hasHandler(topic, name)) {
       throw new OutboxConfigurationError(
         where,
         `a handler named "${name}" is already registered for this topic; give one of them options.name`,
       );
     }
-    handlers.push({ name, ...policy, invoke });
-    this.byTopic.set(topic, handlers);
+    this.targets.addHandler(topic, { name, ...policy, invoke });
     this.logger.log(`Outbox handler ${name} {${topic}}`);
-  }
-
-  private sender(route: ResolvedRoute): OutboxHandlerFn {
-    const transport = this.options.transports.find((t) => t.name === route.transport)!;
-    if (!transport.sendMany) return (message) => transport.send(message, route);
-    let batcher = this.batchers.get(transport.name);
-    if (!batcher) {
-      batcher = new SendBatcher(transport.name, transport.sendMany.bind(transport));
-      this.batchers.set(transport.name, batcher);
-    }
-    const shared = batcher;
-    return (message) => shared.send(message, route);
-  }
-
-  targetsFor(topic: string): readonly DeliveryTarget[] {
-    const cached = this.targetCache.get(topic);
-    if (cached) return cached;
-    const targets: DeliveryTarget[] = [...(this.byTopic.get(topic) ?? [])];
-    for (const route of this.options.routes) {
-      const name = `transport:${route.transport}`;
-      if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
-      targets.push({ name, timeoutMs: route.timeoutMs, retry: route.retry, invoke: this.sender(route) });
-    }
-    if (this.targetCache.size >= TARGET_CACHE_LIMIT) this.targetCache.clear();
-    this.targetCache.set(topic, targets);
-    return targets;
   }
 }

@@ -9,7 +9,7 @@ import { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { AsyncResource } from 'node:async_hooks';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxStore } from '../store/outbox.store';
 import { describeError } from '../utils/describe-error';
 import { type BatchContext, ClaimedBatch } from './claimed-batch';
@@ -17,8 +17,9 @@ import { DeliveryState } from './delivery-state';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
 import { FencedWrites } from './fenced-writes';
 import { HandlerInvoker } from './handler-invoker';
-import { OutboxEvents } from './outbox-events';
-import { OutboxExplorer } from './outbox.explorer';
+import { OutboxEvents } from '../events/outbox-events';
+import { DeliveryTargets } from './delivery-targets';
+import { TransportRegistry } from '../transports/transport-registry';
 
 export type { OutboxDrainResult } from './drain-result';
 
@@ -47,25 +48,26 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
-    explorer: OutboxExplorer,
+    targets: DeliveryTargets,
+    private readonly transports: TransportRegistry,
     private readonly moduleRef: ModuleRef,
     private readonly events: OutboxEvents,
   ) {
     this.intervalName = `outbox-worker:${store.table.path}`;
     this.writes = new FencedWrites(store, events, this.state);
     const invoker = new HandlerInvoker(events);
-    this.batch = { options, store, explorer, events, state: this.state, writes: this.writes, invoker };
+    this.batch = { options, store, targets, events, state: this.state, writes: this.writes, invoker };
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    for (const transport of this.options.transports) await transport.onApplicationBootstrap?.();
+    await this.transports.start();
     if (!this.options.worker.enabled) return;
     this.registry = this.schedulerRegistry();
     const handle = setInterval(() => this.poll(), this.options.worker.pollIntervalMs);
     this.registry.addInterval(this.intervalName, handle);
     this.scope = new AsyncResource('OutboxWorker');
     this.store.onCommitted(() => this.kick());
-    this.store.onWakeUpError = (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`);
+    this.store.onWakeUpError((error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`));
     await this.store.wakeUp?.listen(() => this.kick());
     if (this.events.observed) this.events.emit({ type: 'worker.started' });
     this.poll();
@@ -149,7 +151,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     // From here on the worker writes nothing but what shutdown writes below: a handler that ends late
     // is not recorded, and nothing runs after TypeORM destroys the DataSource.
     this.state.closed = true;
-    if (finished) await this.stopTransports();
+    if (finished) await this.transports.stop();
     else await this.abandonRun(timeoutMs);
     if (this.scope && this.events.observed) this.events.emit({ type: 'worker.stopped', timedOut: !finished });
   }
@@ -172,7 +174,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     const unstartedCount = state.waiting.size;
     state.waiting.clear();
     await Promise.all([...state.ackBuffers].map((acks) => acks.flush()));
-    await this.stopTransports();
+    await this.transports.stop();
     this.logger.warn(
       `Shutdown: ${running.length} handler(s) still running after ${timeoutMs} ms; releasing their events` +
         ` and the ${unstartedCount} claimed event(s) not started`,
@@ -184,16 +186,6 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         await this.writes.releaseRunning(id, token);
       }),
     ]);
-  }
-
-  private async stopTransports(): Promise<void> {
-    for (const transport of this.options.transports) {
-      try {
-        await transport.beforeApplicationShutdown?.();
-      } catch (error) {
-        this.logger.error(`Outbox transport ${transport.name} failed to stop: ${describeError(error)}`);
-      }
-    }
   }
 
   private schedulerRegistry(): SchedulerRegistry {

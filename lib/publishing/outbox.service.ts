@@ -8,7 +8,7 @@ import type {
   PublishOptions,
   PublishResult,
 } from '../interfaces/outbox-message.interface';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxStore } from '../store/outbox.store';
 import { unknownKey } from '../utils/option-checks';
 import { validateEvent } from './outbox.validation';

@@ -2,8 +2,8 @@ import { OutboxHeadersTooLargeError, OutboxPayloadTooLargeError, OutboxValidatio
 import type { PublishManyItem } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
 import { quoteValue } from '../utils/describe-value';
+import { validateTopic } from '../utils/topic';
 
-const TOPIC = /^[A-Za-z0-9._:-]{1,128}$/;
 const KEY = /^[\x20-\x7e]{1,255}$/;
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
 // eslint-disable-next-line no-control-regex
@@ -24,16 +24,6 @@ const LONE_SURROGATE_HINT =
   'a lone UTF-16 surrogate (a string cut in the middle of a character such as an emoji), which is not ' +
   'valid Unicode text and which PostgreSQL refuses; cut strings at code points (Array.from(text)) or encode the data (base64)';
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
-
-export function validateTopic(topic: unknown): string {
-  if (typeof topic !== 'string' || !TOPIC.test(topic)) {
-    throw new OutboxValidationError(
-      'topic',
-      `expected 1 to 128 characters of letters, digits and . _ : -, got ${quoteValue(topic)}`,
-    );
-  }
-  return topic;
-}
 
 function validateKey(field: 'key' | 'dedupeKey', value: unknown): string | null {
   if (value === undefined || value === null) return null;

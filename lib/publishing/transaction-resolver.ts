@@ -1,7 +1,7 @@
 import { TransactionHost } from '@nestjs-cls/transactional';
 import type { DataSource, EntityManager } from 'typeorm';
 import { OutboxTransactionRequiredError } from '../errors/outbox.errors';
-import type { ResolvedOutboxOptions } from '../outbox.options';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 
 type ResolutionOptions = Pick<ResolvedOutboxOptions, 'transactionResolver' | 'transactionConnectionName'>;
 

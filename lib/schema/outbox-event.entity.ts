@@ -1,6 +1,6 @@
 import { Column, Entity, PrimaryColumn, type ValueTransformer } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
-import { validateTableName } from '../outbox.options';
+import { validateTableName } from './table-name';
 import type { OutboxEventRecord, OutboxStatus } from '../interfaces/outbox-event-record.interface';
 
 /** JSON columns are `jsonb` on PostgreSQL and TEXT on SQLite; read them the same way on both. */

@@ -1,9 +1,7 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
-import { validateTableName } from '../outbox.options';
-import { dialectForType } from '../dialects/dialect-for-type';
-import { outboxTableOn } from '../dialects/shared/outbox-table';
-import { createOutboxMigration, type OutboxMigrationClass } from './outbox.migration';
+import { outboxMigrationClass, type OutboxMigrationClass } from './migration-class';
+import { createOutboxMigration } from './outbox.migration';
+import { validateTableName } from './table-name';
 
 /**
  * The schema versions after the first, in order. Each is released once and never edited: a later
@@ -22,26 +20,14 @@ function upgradeMigration(step: (typeof OUTBOX_SCHEMA_VERSIONS)[number], tableNa
     tableName === DEFAULT_TABLE_NAME ? `${step.name}${step.timestamp}` : `${step.name}_${tableName}${step.timestamp}`;
   const existing = upgrades.get(name);
   if (existing) return existing;
-  class OutboxSchemaUpgrade implements MigrationInterface {
-    name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      const table = outboxTableOn(queryRunner.connection, tableName);
-      for (const sql of dialectForType(String(queryRunner.connection.options.type)).upgrade(step.version, table)) {
-        await queryRunner.query(sql);
-      }
-    }
-
-    async down(queryRunner: QueryRunner): Promise<void> {
-      const table = outboxTableOn(queryRunner.connection, tableName);
-      for (const sql of dialectForType(String(queryRunner.connection.options.type)).downgrade(step.version, table)) {
-        await queryRunner.query(sql);
-      }
-    }
-  }
-  Object.defineProperty(OutboxSchemaUpgrade, 'name', { value: name });
-  upgrades.set(name, OutboxSchemaUpgrade);
-  return OutboxSchemaUpgrade;
+  const migration = outboxMigrationClass(
+    name,
+    tableName,
+    (dialect, table) => dialect.upgrade(step.version, table),
+    (dialect, table) => dialect.downgrade(step.version, table),
+  );
+  upgrades.set(name, migration);
+  return migration;
 }
 
 /**

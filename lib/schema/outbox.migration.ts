@@ -1,13 +1,11 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
-import { validateTableName } from '../outbox.options';
-import { dialectForType } from '../dialects/dialect-for-type';
-import { outboxTableOn } from '../dialects/shared/outbox-table';
+import { outboxMigrationClass, type OutboxMigrationClass } from './migration-class';
+import { validateTableName } from './table-name';
 
 /** The migration's timestamp; TypeORM orders migrations by the 13 digits at the end of their names. */
 const CREATED_AT = 1764460800000;
 
-export type OutboxMigrationClass = new () => MigrationInterface;
+export type { OutboxMigrationClass } from './migration-class';
 
 const migrations = new Map<string, OutboxMigrationClass>();
 
@@ -22,26 +20,14 @@ export function createOutboxMigration(tableName: string = DEFAULT_TABLE_NAME): O
   if (existing) return existing;
 
   const name = tableName === DEFAULT_TABLE_NAME ? `CreateOutboxEvent${CREATED_AT}` : `CreateOutbox_${tableName}${CREATED_AT}`;
-  class OutboxTableMigration implements MigrationInterface {
-    name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      const table = outboxTableOn(queryRunner.connection, tableName);
-      for (const sql of dialectForType(String(queryRunner.connection.options.type)).createSchema(table)) {
-        await queryRunner.query(sql);
-      }
-    }
-
-    async down(queryRunner: QueryRunner): Promise<void> {
-      const table = outboxTableOn(queryRunner.connection, tableName);
-      for (const sql of dialectForType(String(queryRunner.connection.options.type)).dropSchema(table)) {
-        await queryRunner.query(sql);
-      }
-    }
-  }
-  Object.defineProperty(OutboxTableMigration, 'name', { value: name });
-  migrations.set(tableName, OutboxTableMigration);
-  return OutboxTableMigration;
+  const migration = outboxMigrationClass(
+    name,
+    tableName,
+    (dialect, table) => dialect.createSchema(table),
+    (dialect, table) => dialect.dropSchema(table),
+  );
+  migrations.set(tableName, migration);
+  return migration;
 }
 
 /** Creates the default `outbox_event` table. */

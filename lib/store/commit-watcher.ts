@@ -1,6 +1,6 @@
 import type { EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import type { WakeUpChannel } from '../dialects/shared/outbox-dialect.interface';
-import type { OutboxEvents } from '../delivery/outbox-events';
+import type { OutboxEvents } from '../events/outbox-events';
 
 /** An event published in a transaction not yet committed, at the savepoint depth it was written in. */
 export interface PublishedEntry {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { describeError } from '../utils/describe-error';
 import { dialectForType, isSqlite } from '../dialects/dialect-for-type';
@@ -12,7 +13,7 @@ import type {
   WakeUpChannel,
   WakeUpSide,
 } from '../dialects/shared/outbox-dialect.interface';
-import { OutboxEvents } from '../delivery/outbox-events';
+import { OutboxEvents } from '../events/outbox-events';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
 import { OutboxDedupeConflictError } from '../errors/outbox.errors';
@@ -47,7 +48,7 @@ const INSERT_ROW_BYTES = 2048;
  * The outbox table's operations, bound to one DataSource and table. Publishing runs on the caller's
  * transactional manager; the worker's operations are each one short statement of their own.
  */
-export class OutboxStore {
+export class OutboxStore implements OnModuleInit {
   readonly dialect: OutboxDialect;
   private readonly gate: SqliteConnectionGate | undefined;
   /** Cross-instance wake-up, where the database offers one. */
@@ -61,7 +62,7 @@ export class OutboxStore {
 
   constructor(
     readonly dataSource: DataSource,
-    tableName: string,
+    private readonly tableName: string,
     private readonly events: OutboxEvents = new OutboxEvents(),
   ) {
     this.table = outboxTableOn(dataSource, tableName);
@@ -79,7 +80,7 @@ export class OutboxStore {
   }
 
   /** Where wake-up errors go (the worker logs them); they never affect publishing. */
-  onWakeUpError: ((error: unknown) => void) | undefined;
+  private wakeUpErrorListener: ((error: unknown) => void) | undefined;
 
   /** The sides of the wake-up channel whose loss was reported and not yet their return. */
   private readonly wakeUpDown = new Set<WakeUpSide>();
@@ -89,11 +90,16 @@ export class OutboxStore {
       this.wakeUpDown.add(side);
       if (this.events.observed) this.events.emit({ type: 'wake-up.lost', side, error: describeError(error) });
     }
-    this.onWakeUpError?.(error);
+    this.wakeUpErrorListener?.(error);
   }
 
   private wakeUpWorking(side: WakeUpSide): void {
     if (this.wakeUpDown.delete(side) && this.events.observed) this.events.emit({ type: 'wake-up.restored', side });
+  }
+
+  /** Calls `listener` with each error of the wake-up channel (either side). */
+  onWakeUpError(listener: (error: unknown) => void): void {
+    this.wakeUpErrorListener = listener;
   }
 
   /** Calls `listener` after every commit of a transaction that published events. */
@@ -101,12 +107,14 @@ export class OutboxStore {
     this.commits.onCommitted(listener);
   }
 
-  /** A store whose server has been checked: too old a server stops the start-up. */
-  static async create(dataSource: DataSource, table: string, events?: OutboxEvents): Promise<OutboxStore> {
-    const store = new OutboxStore(dataSource, table, events);
-    await store.dialect.verifyServer(store.executor);
-    await verifyOutboxTable(store.executor, store.dialect, store.table, table);
-    return store;
+  /**
+   * Checks the server and the table once the application initialises, before the worker starts: too
+   * old a server, a missing table or one a migration has not reached yet stop the start-up, and the
+   * application closes what it opened (the DataSource's pool with it).
+   */
+  async onModuleInit(): Promise<void> {
+    await this.dialect.verifyServer(this.executor);
+    await verifyOutboxTable(this.executor, this.dialect, this.table, this.tableName);
   }
 
   private runIn(manager: EntityManager, statement: Statement): Promise<StatementResult> {

@@ -3,7 +3,12 @@ import { OutboxUnsupportedDatabaseError } from '../../lib';
 import { MysqlDialect } from '../../lib/dialects/mysql/mysql.dialect';
 import type { OutboxDialect, SqlExecutor } from '../../lib/dialects/shared/outbox-dialect.interface';
 import { PostgresDialect } from '../../lib/dialects/postgres/postgres.dialect';
-import { SqliteDialect } from '../../lib/dialects/sqlite/sqlite.dialect';
+import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite/sqlite.dialect';
+
+/**
+ * The three dialect classes (`lib/dialects/{mysql,postgres,sqlite}/*.dialect.ts`), side by side where they
+ * answer the same question, then what only one of them does.
+ */
 
 /** Answers the version query the way each server does; the dialect only reads one column. */
 function serverReporting(column: string, version: string): SqlExecutor {
@@ -59,5 +64,28 @@ describe('transient errors', () => {
     const dialect = new SqliteDialect();
     expect(dialect.isTransient(wrapped({ code: 'SQLITE_BUSY' }))).toBe(true);
     expect(dialect.isTransient(wrapped({ code: 'SQLITE_CONSTRAINT' }))).toBe(false);
+  });
+});
+
+describe('SQLite', () => {
+  it.each([
+    [0, '+0.000 seconds'],
+    [1500, '+1.500 seconds'],
+    [86_400_000, '+86400.000 seconds'],
+    [-250, '-0.250 seconds'],
+  ])('offsets %d ms as the date modifier %p', (ms, modifier) => {
+    expect(sqliteOffset(ms)).toBe(modifier);
+  });
+
+  it('retries every busy code, extended ones included, and nothing else', () => {
+    const dialect = new SqliteDialect();
+    const wrapped = (code: string) => new QueryFailedError('UPDATE …', [], Object.assign(new Error('x'), { code }));
+    for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'SQLITE_BUSY_TIMEOUT']) {
+      expect(dialect.isTransient(wrapped(code))).toBe(true);
+    }
+    for (const code of ['SQLITE_LOCKED', 'SQLITE_CONSTRAINT_UNIQUE', 'XSQLITE_BUSY']) {
+      expect(dialect.isTransient(wrapped(code))).toBe(false);
+    }
+    expect(dialect.isTransient(new Error('SQLITE_BUSY: database is locked'))).toBe(false);
   });
 });

@@ -9,6 +9,8 @@ import {
   NO_OUTCOME,
   requireSchemaVersion,
   V1_CLAIM_NOTES,
+  moveNoOutcomeNotes,
+  restoreV1Notes,
   onDedupeConflict,
   requireVersion,
 } from '../shared/dialect.util';
@@ -134,7 +136,7 @@ export class MysqlDialect implements OutboxDialect {
   upgrade(version: number, table: OutboxTable): string[] {
     const t = qt(table);
     requireSchemaVersion(version);
-    const [expired, noOutcome] = V1_CLAIM_NOTES;
+    const [expired] = V1_CLAIM_NOTES;
     return [
       `ALTER TABLE ${t} ADD COLUMN \`expired_attempts\` int NOT NULL DEFAULT 0, ` +
         'ADD COLUMN `last_expired_attempt` int NULL, ADD COLUMN `note` text NULL',
@@ -142,7 +144,7 @@ export class MysqlDialect implements OutboxDialect {
       `UPDATE ${t} SET \`note\` = \`last_error\`, \`expired_attempts\` = 1, ` +
         "`last_expired_attempt` = CAST(SUBSTRING_INDEX(SUBSTRING(`last_error`, 9), ' ', 1) AS UNSIGNED), " +
         `\`last_error\` = NULL WHERE \`last_error\` LIKE '${expired}'`,
-      `UPDATE ${t} SET \`note\` = \`last_error\`, \`last_error\` = NULL WHERE \`last_error\` LIKE '${noOutcome}'`,
+      moveNoOutcomeNotes(t, q),
     ];
   }
 
@@ -150,8 +152,7 @@ export class MysqlDialect implements OutboxDialect {
     const t = qt(table);
     requireSchemaVersion(version);
     return [
-      `UPDATE ${t} SET \`last_error\` = \`note\` ` +
-        `WHERE \`note\` LIKE '${V1_CLAIM_NOTES[0]}' OR (\`note\` IS NOT NULL AND \`last_error\` IS NULL)`,
+      restoreV1Notes(t, q),
       `ALTER TABLE ${t} DROP COLUMN \`note\`, DROP COLUMN \`last_expired_attempt\`, DROP COLUMN \`expired_attempts\``,
     ];
   }

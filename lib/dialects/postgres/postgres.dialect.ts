@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import { decodeRow, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 
@@ -54,7 +54,6 @@ export class PostgresDialect implements OutboxDialect {
 
   createSchema(table: OutboxTable): string[] {
     const t = quoteTable(table);
-    const idx = indexNames(table.name);
     return [
       `CREATE TABLE ${t} (
         "id" uuid NOT NULL PRIMARY KEY,
@@ -72,8 +71,7 @@ export class PostgresDialect implements OutboxDialect {
         "created_at" timestamptz NOT NULL DEFAULT now(),
         "processed_at" timestamptz
       )`,
-      `CREATE INDEX ${quoteIdent(idx.claim)} ON ${t} ("available_at", "id") WHERE "status" = 'pending'`,
-      `CREATE UNIQUE INDEX ${quoteIdent(idx.dedupe)} ON ${t} ("dedupe_key") WHERE "dedupe_key" IS NOT NULL`,
+      ...partialIndexes(t, table),
     ];
   }
 
@@ -84,14 +82,14 @@ export class PostgresDialect implements OutboxDialect {
   upgrade(version: number, table: OutboxTable): string[] {
     const t = quoteTable(table);
     requireSchemaVersion(version);
-    const [expired, noOutcome] = V1_CLAIM_NOTES;
+    const [expired] = V1_CLAIM_NOTES;
     return [
       `ALTER TABLE ${t} ADD COLUMN "expired_attempts" integer NOT NULL DEFAULT 0, ` +
         `ADD COLUMN "last_expired_attempt" integer, ADD COLUMN "note" text`,
       // The claim's remarks move out of last_error, and an expiry noted there becomes data.
       `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL, "expired_attempts" = 1, ` +
         `"last_expired_attempt" = substring("last_error" from '^attempt ([0-9]+) of')::int WHERE "last_error" LIKE '${expired}'`,
-      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL WHERE "last_error" LIKE '${noOutcome}'`,
+      moveNoOutcomeNotes(t, quoteIdent),
     ];
   }
 
@@ -99,7 +97,7 @@ export class PostgresDialect implements OutboxDialect {
     const t = quoteTable(table);
     requireSchemaVersion(version);
     return [
-      `UPDATE ${t} SET "last_error" = "note" WHERE "note" LIKE '${V1_CLAIM_NOTES[0]}' OR ("note" IS NOT NULL AND "last_error" IS NULL)`,
+      restoreV1Notes(t, quoteIdent),
       `ALTER TABLE ${t} DROP COLUMN "note", DROP COLUMN "last_expired_attempt", DROP COLUMN "expired_attempts"`,
     ];
   }

@@ -145,3 +145,27 @@ export function requireSchemaVersion(version: number): void {
 
 /** `last_error` texts the claim wrote under schema version 1, which version 2 keeps in `note`. */
 export const V1_CLAIM_NOTES = [`attempt % of % ${LEASE_EXPIRED}`, `attempt % of % ${NO_OUTCOME}`];
+
+type Quote = (name: string) => string;
+
+/** Version 2, up: the claim's "no outcome" note moves out of `last_error` (the same statement everywhere). */
+export function moveNoOutcomeNotes(t: string, q: Quote): string {
+  return `UPDATE ${t} SET ${q('note')} = ${q('last_error')}, ${q('last_error')} = NULL WHERE ${q('last_error')} LIKE '${V1_CLAIM_NOTES[1]}'`;
+}
+
+/** Version 2, down: the notes go back to `last_error`, where version 1 keeps (and parses) them. */
+export function restoreV1Notes(t: string, q: Quote): string {
+  return (
+    `UPDATE ${t} SET ${q('last_error')} = ${q('note')} ` +
+    `WHERE ${q('note')} LIKE '${V1_CLAIM_NOTES[0]}' OR (${q('note')} IS NOT NULL AND ${q('last_error')} IS NULL)`
+  );
+}
+
+/** Version 1's indexes on PostgreSQL and SQLite, both partial: pending events in claim order, dedupe keys. */
+export function partialIndexes(t: string, table: OutboxTable): string[] {
+  const idx = indexNames(table.name);
+  return [
+    `CREATE INDEX ${quoteIdent(idx.claim)} ON ${t} ("available_at", "id") WHERE "status" = 'pending'`,
+    `CREATE UNIQUE INDEX ${quoteIdent(idx.dedupe)} ON ${t} ("dedupe_key") WHERE "dedupe_key" IS NOT NULL`,
+  ];
+}

@@ -47,38 +47,21 @@ export interface FailureUpdate {
 }
 
 /**
- * Everything that differs between databases: SQL text, placeholders, time arithmetic, decoding.
- * The store and the worker use only this, so they never branch on the database type.
- * Every state change is fenced: it applies only to a pending row holding `token` whose lease (the
- * `available_at` of a claimed row) has not expired by the database clock.
+ * The database itself: identity, limits, the server check, error classes, decoding and wake-up.
  */
-export interface OutboxDialect {
+export interface DialectTraits {
   readonly name: string;
   /** Largest number of bound parameters one statement may carry. */
   readonly maxParameters: number;
   /** Largest statement the server accepts, in bytes, where it caps it (read by `verifyServer`). */
   readonly maxStatementBytes?: number;
-
-  /** DDL of the table and its indexes: schema version 1, as released. Never changes. */
-  createSchema(table: OutboxTable): string[];
-  dropSchema(table: OutboxTable): string[];
-  /** Statements that take the table from schema version `version - 1` to `version`, and back. */
-  upgrade(version: number, table: OutboxTable): string[];
-  downgrade(version: number, table: OutboxTable): string[];
-  /** One row per column of the table, with its name in `name`. */
-  columns(table: OutboxTable): Statement;
-
   /** Refuses a server too old for the outbox (no SKIP LOCKED, no RETURNING) with a clear error. */
   verifyServer(executor: SqlExecutor): Promise<void>;
-  /** One row with a `found` column, non-zero (or true) when the table exists where statements look for it. */
-  tableExists(table: OutboxTable): Statement;
-  /** DDL that moves a table, with its rows and indexes, from `from` to `to` (for an operator to run). */
-  relocate(from: OutboxTable, to: OutboxTable): string[];
   /** Errors worth running the same statement or transaction again for (deadlock, lock wait timeout). */
   isTransient(error: unknown): boolean;
-
-  /** A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY). */
+  decode(row: Record<string, unknown>): StoredEvent;
   /**
+   * A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY).
    * `onError` hears of every failure of either connection (reconnection follows), `onWorking` of each
    * time one works (LISTEN established, a NOTIFY sent): together, when the channel is lost and restored.
    */
@@ -88,13 +71,39 @@ export interface OutboxDialect {
     onError: (error: unknown, side: WakeUpSide) => void,
     onWorking?: (side: WakeUpSide) => void,
   ): WakeUpChannel;
+}
 
+/** The table's versions and where it stands: migrations and the start-up checks. */
+export interface SchemaStatements {
+  /** DDL of the table and its indexes: schema version 1, as released. Never changes. */
+  createSchema(table: OutboxTable): string[];
+  dropSchema(table: OutboxTable): string[];
+  /** Statements that take the table from schema version `version - 1` to `version`, and back. */
+  upgrade(version: number, table: OutboxTable): string[];
+  downgrade(version: number, table: OutboxTable): string[];
+  /** One row per column of the table, with its name in `name`. */
+  columns(table: OutboxTable): Statement;
+  /** One row with a `found` column, non-zero (or true) when the table exists where statements look for it. */
+  tableExists(table: OutboxTable): Statement;
+  /** DDL that moves a table, with its rows and indexes, from `from` to `to` (for an operator to run). */
+  relocate(from: OutboxTable, to: OutboxTable): string[];
+}
+
+/** Publishing: statements that run in the caller's transaction. */
+export interface PublishStatements {
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
   /**
    * The stored events with these dedupe keys, as the caller's transaction sees them; with `latest`, as
    * last committed by anyone (after an insert that a concurrent transaction's row made a no-op).
    */
   selectByDedupeKeys(table: OutboxTable, keys: string[], latest?: boolean): Statement;
+}
+
+/**
+ * Delivery: the claim and the fenced outcomes. Every state change applies only to a pending row
+ * holding `token` whose lease (the `available_at` of a claimed row) has not expired by the database clock.
+ */
+export interface DeliveryStatements {
   /**
    * Takes up to `batchSize` due rows for `token` — lease, attempt + 1 — in one short transaction by the
    * database clock, dead-lettering instead those whose final attempt's lease expired; returns the rows
@@ -113,6 +122,11 @@ export interface OutboxDialect {
   /** Gives claimed rows back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
   release(table: OutboxTable, ids: string[], token: string, uncount: boolean): Statement;
   counts(table: OutboxTable): Statement;
-
-  decode(row: Record<string, unknown>): StoredEvent;
 }
+
+/**
+ * Everything that differs between databases: SQL text, placeholders, time arithmetic, decoding.
+ * The store and the worker use only this, so they never branch on the database type. One interface
+ * per feature; a feature to come (operations, ordering, an inbox) adds its own beside these.
+ */
+export interface OutboxDialect extends DialectTraits, SchemaStatements, PublishStatements, DeliveryStatements {}

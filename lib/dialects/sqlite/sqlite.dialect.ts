@@ -1,6 +1,6 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, indexNames, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable, requireSchemaVersion, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import { decodeRow, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 
@@ -42,7 +42,6 @@ export class SqliteDialect implements OutboxDialect {
 
   createSchema(table: OutboxTable): string[] {
     const t = quoteTable(table);
-    const idx = indexNames(table.name);
     return [
       `CREATE TABLE ${t} (
         "id" varchar(36) NOT NULL PRIMARY KEY,
@@ -60,8 +59,7 @@ export class SqliteDialect implements OutboxDialect {
         "created_at" varchar(24) NOT NULL DEFAULT (${NOW}),
         "processed_at" varchar(24)
       )`,
-      `CREATE INDEX ${quoteIdent(idx.claim)} ON ${t} ("available_at", "id") WHERE "status" = 'pending'`,
-      `CREATE UNIQUE INDEX ${quoteIdent(idx.dedupe)} ON ${t} ("dedupe_key") WHERE "dedupe_key" IS NOT NULL`,
+      ...partialIndexes(t, table),
     ];
   }
 
@@ -72,7 +70,7 @@ export class SqliteDialect implements OutboxDialect {
   upgrade(version: number, table: OutboxTable): string[] {
     const t = quoteTable(table);
     requireSchemaVersion(version);
-    const [expired, noOutcome] = V1_CLAIM_NOTES;
+    const [expired] = V1_CLAIM_NOTES;
     return [
       `ALTER TABLE ${t} ADD COLUMN "expired_attempts" integer NOT NULL DEFAULT 0`,
       `ALTER TABLE ${t} ADD COLUMN "last_expired_attempt" integer`,
@@ -81,7 +79,7 @@ export class SqliteDialect implements OutboxDialect {
       `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL, "expired_attempts" = 1, ` +
         `"last_expired_attempt" = CAST(substr("last_error", 9, instr(substr("last_error", 9), ' ') - 1) AS INTEGER) ` +
         `WHERE "last_error" LIKE '${expired}'`,
-      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL WHERE "last_error" LIKE '${noOutcome}'`,
+      moveNoOutcomeNotes(t, quoteIdent),
     ];
   }
 
@@ -89,7 +87,7 @@ export class SqliteDialect implements OutboxDialect {
     const t = quoteTable(table);
     requireSchemaVersion(version);
     return [
-      `UPDATE ${t} SET "last_error" = "note" WHERE "note" LIKE '${V1_CLAIM_NOTES[0]}' OR ("note" IS NOT NULL AND "last_error" IS NULL)`,
+      restoreV1Notes(t, quoteIdent),
       `ALTER TABLE ${t} DROP COLUMN "note"`,
       `ALTER TABLE ${t} DROP COLUMN "last_expired_attempt"`,
       `ALTER TABLE ${t} DROP COLUMN "expired_attempts"`,

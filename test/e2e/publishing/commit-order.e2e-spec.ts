@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { OutboxHandler, type OutboxMessage } from '../../lib';
-import { describeEachServer, sqliteBackends } from '../fixtures/backends';
-import { deferred } from '../fixtures/eventually';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
+import { OutboxHandler, type OutboxMessage } from '../../../lib';
+import { describeEachServer, sqliteBackends } from '../../fixtures/backends';
+import { deferred } from '../../fixtures/eventually';
+import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Seen {

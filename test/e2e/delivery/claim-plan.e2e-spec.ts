@@ -1,7 +1,7 @@
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/store/outbox.store';
-import { describeEachServer } from '../fixtures/backends';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
+import { OUTBOX_STORE } from '../../../lib/outbox.constants';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
+import { describeEachServer } from '../../fixtures/backends';
+import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 const DELIVERED = 100_000;
 const PENDING = 500;

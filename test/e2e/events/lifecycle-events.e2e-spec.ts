@@ -6,12 +6,12 @@ import {
   OutboxNonRetryableError,
   type OutboxLifecycleEvent,
   type OutboxMessage,
-} from '../../lib';
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/store/outbox.store';
-import { backends } from '../fixtures/backends';
-import { deferred, eventually } from '../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+} from '../../../lib';
+import { OUTBOX_STORE } from '../../../lib/outbox.constants';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
+import { backends } from '../../fixtures/backends';
+import { deferred, eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 /** Subscribes before the application boots, so it sees `worker.started` too. */
 @Injectable()

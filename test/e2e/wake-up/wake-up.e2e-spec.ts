@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Client as PgClient } from 'pg';
-import { OutboxHandler, type OutboxMessage } from '../../lib';
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/store/outbox.store';
-import { backends } from '../fixtures/backends';
-import { deferred, eventually } from '../fixtures/eventually';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
+import { OutboxHandler, type OutboxMessage } from '../../../lib';
+import { OUTBOX_STORE } from '../../../lib/outbox.constants';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
+import { backends } from '../../fixtures/backends';
+import { deferred, eventually } from '../../fixtures/eventually';
+import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 const requestContext = new AsyncLocalStorage<string>();
 

@@ -1,4 +1,4 @@
-import { topicMatches, validateTopicPattern } from '../../lib/utils/topic-pattern';
+import { topicMatches, validateTopicPattern } from '../../lib/utils/topic';
 
 describe('topic patterns', () => {
   it.each([

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { OutboxHandler, type OutboxMessage } from '../../lib';
-import { backends, describeEachServer, sqliteBackends } from '../fixtures/backends';
-import { startWorkerProcess, type RunningChild } from '../fixtures/child';
-import { eventually } from '../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+import { OutboxHandler, type OutboxMessage } from '../../../lib';
+import { backends, describeEachServer, sqliteBackends } from '../../fixtures/backends';
+import { startWorkerProcess, type RunningChild } from '../../fixtures/child';
+import { eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class LocalHandler {

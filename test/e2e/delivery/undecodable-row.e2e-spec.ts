@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { OutboxHandler, type OutboxMessage } from '../../lib';
-import { backends, type BackendName } from '../fixtures/backends';
-import { mariadbUrl } from '../fixtures/env';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+import { OutboxHandler, type OutboxMessage } from '../../../lib';
+import { backends, type BackendName } from '../../fixtures/backends';
+import { mariadbUrl } from '../../fixtures/env';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Recorder {

@@ -6,11 +6,11 @@ import {
   type ClientProxyTransportOptions,
   type OutboxClientProxy,
   type OutboxModuleOptions,
-} from '../../lib';
-import { backends, uniqueName } from '../fixtures/backends';
-import { BROKERS, waitForPort, type BrokerName } from '../fixtures/brokers';
-import { eventually } from '../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+} from '../../../lib';
+import { backends, uniqueName } from '../../fixtures/backends';
+import { BROKERS, waitForPort, type BrokerName } from '../../fixtures/brokers';
+import { eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 /** What an independent consumer on the broker saw: the outbox id, the payload, the metadata. */
 interface Received {

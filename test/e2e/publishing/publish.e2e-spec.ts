@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
 import {
   OutboxDedupeConflictError,
   OutboxHandler,
@@ -6,10 +7,12 @@ import {
   OutboxTransactionRequiredError,
   OutboxValidationError,
   type OutboxMessage,
-} from '../../lib';
-import { backends, describeEachServer } from '../fixtures/backends';
-import { deferred, eventually } from '../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+} from '../../../lib';
+import { OUTBOX_STORE } from '../../../lib/outbox.constants';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
+import { backends, describeEachServer, isSqlite, removeSqliteFile, sqliteFile } from '../../fixtures/backends';
+import { deferred, eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Recorder {
@@ -85,6 +88,27 @@ describe.each(backends())('publish on %s', (backend) => {
     expect(await outboxRows(app)).toHaveLength(0);
   });
 
+  it('says whose manager is outside a transaction: the one passed, or the resolver’s', async () => {
+    const passed = await app.outbox.publish('quick', {}, { manager: app.dataSource.manager }).catch((e) => e);
+    expect(passed).toBeInstanceOf(OutboxTransactionRequiredError);
+    expect(passed.message).toMatch(/the EntityManager passed as \{ manager \} is not inside a transaction/);
+    await app.dispose();
+
+    let resolved: unknown;
+    app = await createTestApp({ backend, outbox: { transactionResolver: () => resolved as never } });
+    resolved = app.dataSource.manager;
+    const fromResolver = await app.outbox.publish('quick', {}).catch((e) => e);
+    expect(fromResolver).toBeInstanceOf(OutboxTransactionRequiredError);
+    expect(fromResolver.message).toMatch(/the transaction resolver returned an EntityManager that is not inside a transaction/);
+    resolved = null;
+    await expect(app.outbox.publish('quick', {})).rejects.toThrow(OutboxTransactionRequiredError);
+    // The resolver is the only way in: CLS's transaction is not looked at.
+    await expect(app.txHost.withTransaction(() => app.outbox.publish('quick', {}))).rejects.toThrow(
+      OutboxTransactionRequiredError,
+    );
+    expect(await outboxRows(app)).toHaveLength(0);
+  });
+
   it('joins an explicit manager of a TypeORM transaction', async () => {
     await app.dataSource.transaction(async (manager) => {
       await manager.query(app.sql(`INSERT INTO "${app.ordersTable}" ("id") VALUES (?)`), ['o-3']);
@@ -97,6 +121,21 @@ describe.each(backends())('publish on %s', (backend) => {
       }),
     ).rejects.toThrow('abort');
     expect((await outboxRows(app)).map((r) => JSON.parse(JSON.stringify(r.payload)))).toHaveLength(1);
+  });
+
+  it('refuses a transaction of another DataSource', async () => {
+    const path = isSqlite(backend) ? sqliteFile() : undefined;
+    const other = new DataSource({ ...typeOrmOptions(backend, app.table, path), migrations: [], migrationsRun: false } as never);
+    await other.initialize();
+    try {
+      const error = await other.transaction((manager) => app.outbox.publish('quick', {}, { manager })).catch((e) => e);
+      expect(error).toBeInstanceOf(OutboxTransactionRequiredError);
+      expect(error.message).toMatch(/belongs to another DataSource than the outbox table/);
+    } finally {
+      await other.destroy();
+      if (path) removeSqliteFile(path);
+    }
+    expect(await outboxRows(app)).toHaveLength(0);
   });
 
   it('publishMany inserts all events of one call, or none', async () => {
@@ -118,6 +157,32 @@ describe.each(backends())('publish on %s', (backend) => {
     expect(recorder.seen.map((m) => (m.payload as { i: number }).i).sort((a, b) => a - b)).toEqual(
       Array.from({ length: 25 }, (_, i) => i),
     );
+  });
+
+  it('names the item of a publishMany call that is invalid, and only when there are several', async () => {
+    const many = await app.txHost
+      .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {} }, { topic: '', payload: {} }]))
+      .catch((e) => e);
+    expect(many).toBeInstanceOf(OutboxValidationError);
+    expect(many.message).toMatch(/ \(publishMany item 1\)$/);
+    const one = await app.txHost.withTransaction(() => app.outbox.publishMany([{ topic: '', payload: {} }])).catch((e) => e);
+    expect(one).toBeInstanceOf(OutboxValidationError);
+    expect(one.message).not.toMatch(/publishMany item/);
+    const single = await app.txHost.withTransaction(() => app.outbox.publish('', {})).catch((e) => e);
+    expect(single.message).not.toMatch(/publishMany item/);
+    expect(await outboxRows(app)).toHaveLength(0);
+  });
+
+  it('returns nothing and writes nothing for an empty publishMany, inside a transaction', async () => {
+    const committed = jest.fn();
+    app.module.get<OutboxStore>(OUTBOX_STORE).onCommitted(committed);
+    expect(await app.txHost.withTransaction(() => app.outbox.publishMany([]))).toEqual([]);
+    await expect(app.outbox.publishMany([])).rejects.toThrow(OutboxTransactionRequiredError);
+    expect(await outboxRows(app)).toHaveLength(0);
+    // Nothing was published, so the commit wakes no worker.
+    expect(committed).not.toHaveBeenCalled();
+    await app.txHost.withTransaction(() => app.outbox.publish('quick', {}));
+    expect(committed).toHaveBeenCalledTimes(1);
   });
 
   describe('dedupeKey', () => {
@@ -179,6 +244,54 @@ describe.each(backends())('publish on %s', (backend) => {
       expect(error).toBeInstanceOf(OutboxDedupeConflictError);
       expect(await outboxRows(app)).toHaveLength(1);
     });
+
+    describe('a dedupe key repeated in one publishMany call with other content', () => {
+      it.each([
+        ['topic', { topic: 'other.topic' }],
+        ['key', { key: 'k2' }],
+        ['payload', { payload: { n: 2 } }],
+        ['headers', { headers: { h: '2' } }],
+      ])('differs in its %s: refused, nothing written', async (_field, change) => {
+        const first = { topic: 'quick', payload: { n: 1 }, key: 'k1', headers: { h: '1' }, dedupeKey: 'same' };
+        const error = await app.txHost
+          .withTransaction(() => app.outbox.publishMany([first, { ...first, ...change }]))
+          .catch((e) => e);
+        expect(error).toBeInstanceOf(OutboxDedupeConflictError);
+        expect(error.message).toMatch(/earlier in the same publishMany call/);
+        expect(await outboxRows(app)).toHaveLength(0);
+      });
+    });
+
+    describe('a dedupe key already stored with other content', () => {
+      it.each([
+        ['topic', { topic: 'other.topic' }],
+        ['headers', { headers: { h: '2' } }],
+      ])('differs in its %s: refused', async (_field, change) => {
+        const first = { topic: 'quick', payload: { n: 1 }, key: 'k1', headers: { h: '1' }, dedupeKey: 'same' };
+        const { id } = (await app.txHost.withTransaction(() => app.outbox.publishMany([first])))[0];
+        const error = await app.txHost
+          .withTransaction(() => app.outbox.publishMany([{ ...first, ...change }]))
+          .catch((e) => e);
+        expect(error).toBeInstanceOf(OutboxDedupeConflictError);
+        expect(error.message).toContain(id);
+        expect(await outboxRows(app)).toHaveLength(1);
+      });
+    });
+
+    it('finds several stored dedupe keys in one lookup, and inserts only the new one', async () => {
+      const event = (n: number, dedupeKey: string) => ({ topic: 'quick', payload: { n }, dedupeKey });
+      const [a] = await app.txHost.withTransaction(() => app.outbox.publishMany([event(1, 'a')]));
+      const [b] = await app.txHost.withTransaction(() => app.outbox.publishMany([event(2, 'b')]));
+      const again = await app.txHost.withTransaction(() =>
+        app.outbox.publishMany([event(2, 'b'), event(1, 'a'), event(3, 'c')]),
+      );
+      expect(again).toEqual([
+        { id: b.id, inserted: false },
+        { id: a.id, inserted: false },
+        { id: expect.any(String), inserted: true },
+      ]);
+      expect(await outboxRows(app)).toHaveLength(3);
+    });
   });
 
   it('defers delivery with delayMs and availableAt', async () => {
@@ -214,6 +327,47 @@ describe.each(backends())('publish on %s', (backend) => {
         .catch((e) => e);
       expect(error).toBeInstanceOf(type);
       expect(error.message).toMatch(message);
+      expect(await outboxRows(app)).toHaveLength(0);
+    });
+
+    it.each([
+      ['a string', 'fast', 'string'],
+      ['null', null, 'null'],
+      ['an array', ['key'], 'object'],
+    ])('refuses %s as the options of publish or publishMany, or as an event', async (_name, value, got) => {
+      const attempts: Array<() => Promise<unknown>> = [
+        () => app.outbox.publish('quick', {}, value as never),
+        () => app.outbox.publishMany([{ topic: 'quick', payload: {} }], value as never),
+        () => app.outbox.publishMany([value as never]),
+      ];
+      for (const attempt of attempts) {
+        const error = await app.txHost.withTransaction(attempt).catch((e: Error) => e);
+        expect(error).toBeInstanceOf(OutboxValidationError);
+        expect((error as Error).message).toMatch(new RegExp(`^Invalid outbox (options|event): expected an object, got ${got}$`));
+      }
+      expect(await outboxRows(app)).toHaveLength(0);
+    });
+
+    it('refuses what is not an array of events, and unknown options of publishMany', async () => {
+      const notArray = await app.txHost.withTransaction(() => app.outbox.publishMany({} as never)).catch((e) => e);
+      expect(notArray).toBeInstanceOf(OutboxValidationError);
+      expect(notArray.message).toBe('Invalid outbox items: publishMany expects an array of events, got object');
+      const unknown = await app.txHost
+        .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {} }], { delay: 5 } as never))
+        .catch((e) => e);
+      expect(unknown).toBeInstanceOf(OutboxValidationError);
+      expect(unknown.message).toMatch(/unknown option "delay"/);
+      // The lists of what is allowed, in full: each name missing from one would refuse that option.
+      const unknownOption = await app.txHost.withTransaction(() => app.outbox.publish('quick', {}, { delay: 5 } as never)).catch((e) => e);
+      expect(unknownOption.message).toBe(
+        'Invalid outbox options: unknown option "delay"; allowed: key, dedupeKey, headers, delayMs, availableAt, manager',
+      );
+      const unknownField = await app.txHost
+        .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {}, priority: 1 } as never]))
+        .catch((e) => e);
+      expect(unknownField.message).toBe(
+        'Invalid outbox event: unknown option "priority"; allowed: topic, payload, key, dedupeKey, headers, delayMs, availableAt',
+      );
       expect(await outboxRows(app)).toHaveLength(0);
     });
   });

@@ -1,6 +1,3 @@
-import { QueryFailedError, type DataSource } from 'typeorm';
-import { OutboxConfigurationError } from '../../lib';
-import { dialectForType, isSqlite } from '../../lib/dialects/dialect-for-type';
 import {
   decodeRow,
   driverErrno,
@@ -12,12 +9,11 @@ import {
   versionAtLeast,
 } from '../../lib/dialects/shared/dialect.util';
 import type { StoredEvent } from '../../lib/dialects/shared/outbox-dialect.interface';
-import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite/sqlite.dialect';
 
 /**
  * The dialects' pure helpers, on inputs the SQLite end-to-end suite never produces (PostgreSQL's
- * parsed JSON and Date columns, SQLite's extended busy codes), so that mutation testing on SQLite
- * checks them too.
+ * parsed JSON and Date columns, MySQL's error numbers), so that mutation testing on SQLite checks
+ * them too.
  */
 describe('decodeRow', () => {
   const base = {
@@ -128,29 +124,6 @@ describe('versionAtLeast', () => {
   });
 });
 
-describe('SQLite', () => {
-  it.each([
-    [0, '+0.000 seconds'],
-    [1500, '+1.500 seconds'],
-    [86_400_000, '+86400.000 seconds'],
-    [-250, '-0.250 seconds'],
-  ])('offsets %d ms as the date modifier %p', (ms, modifier) => {
-    expect(sqliteOffset(ms)).toBe(modifier);
-  });
-
-  it('retries every busy code, extended ones included, and nothing else', () => {
-    const dialect = new SqliteDialect();
-    const wrapped = (code: string) => new QueryFailedError('UPDATE …', [], Object.assign(new Error('x'), { code }));
-    for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'SQLITE_BUSY_TIMEOUT']) {
-      expect(dialect.isTransient(wrapped(code))).toBe(true);
-    }
-    for (const code of ['SQLITE_LOCKED', 'SQLITE_CONSTRAINT_UNIQUE', 'XSQLITE_BUSY']) {
-      expect(dialect.isTransient(wrapped(code))).toBe(false);
-    }
-    expect(dialect.isTransient(new Error('SQLITE_BUSY: database is locked'))).toBe(false);
-  });
-});
-
 describe('driver error codes, read through TypeORM’s wrapper or from the driver’s own error', () => {
   it.each([
     ['a wrapped error: the driver’s code first', { driverError: { code: 'ER_LOCK_DEADLOCK', errno: 1213 }, code: 'OTHER', errno: 1 }, 'ER_LOCK_DEADLOCK', 1213],
@@ -174,34 +147,5 @@ describe('identifiers', () => {
 
   it('names the indexes after the table, as the migration and the query-plan checks expect', () => {
     expect(indexNames('events')).toEqual({ claim: 'events_claim_idx', dedupe: 'events_dedupe_idx' });
-  });
-});
-
-describe('dialectForType', () => {
-  it.each([
-    ['postgres', 'postgres'],
-    ['mysql', 'mysql'],
-    ['mariadb', 'mysql'],
-    ['sqlite', 'sqlite'],
-    ['better-sqlite3', 'sqlite'],
-  ])('maps TypeORM type %s to the %s dialect', (type, dialect) => {
-    expect(dialectForType(type).name).toBe(dialect);
-  });
-
-  it('refuses any other type, naming the supported ones', () => {
-    expect(() => dialectForType('oracle')).toThrow(OutboxConfigurationError);
-    expect(() => dialectForType('oracle')).toThrow(
-      'Invalid outbox option "dataSource": the outbox does not support TypeORM database type "oracle"; ' +
-        'supported: postgres, mysql, mariadb, sqlite, better-sqlite3',
-    );
-  });
-
-  it.each([
-    ['sqlite', true],
-    ['better-sqlite3', true],
-    ['postgres', false],
-    ['mariadb', false],
-  ])('knows whether a %s DataSource is SQLite: %p', (type, expected) => {
-    expect(isSqlite({ options: { type } } as unknown as DataSource)).toBe(expected);
   });
 });

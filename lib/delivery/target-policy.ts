@@ -1,43 +1,17 @@
-import { LIMITS } from './outbox.constants';
-import { OutboxConfigurationError } from './errors/outbox.errors';
-import type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
-import type { OutboxRetryOptions, OutboxWorkerOptions, ResolvedRoute } from './outbox.options';
-import { describeValue } from './utils/describe-value';
-import { leaseMarginMs } from './utils/lease-margin';
-import { integerOption, isPlainObject, optionSection } from './utils/option-checks';
-import { validateTopicPattern } from './utils/topic-pattern';
+import { LIMITS } from '../outbox.constants';
+import { OutboxConfigurationError } from '../errors/outbox.errors';
+import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
+import type { OutboxRetryOptions, OutboxWorkerOptions, ResolvedRoute } from '../interfaces/outbox-options.interface';
+import { describeValue } from '../utils/describe-value';
+import { leaseMarginMs } from '../utils/lease-margin';
+import { integerOption, isPlainObject, optionSection } from '../utils/option-checks';
+import { validateTopicPattern } from '../utils/topic';
 
 /**
- * Where events go besides handlers, and the per-target policy (timeout, backoff bounds) of handlers
+ * Where events go besides handlers (the `routes` option), and the per-target policy (timeout, backoff bounds) of handlers
  * and routes: resolved from the module options once, at start-up.
  */
 const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
-const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
-
-export function resolveTransports(value: unknown): OutboxTransport[] {
-  if (value === undefined) return [];
-  if (!Array.isArray(value)) {
-    throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describeValue(value)}`);
-  }
-  const names = new Set<string>();
-  return value.map((transport, i) => {
-    const where = `transports[${i}]`;
-    if (typeof transport !== 'object' || transport === null || typeof transport.send !== 'function') {
-      throw new OutboxConfigurationError(where, 'expected an object with a name and a send(message, route) method');
-    }
-    if (typeof transport.name !== 'string' || !TRANSPORT_NAME.test(transport.name)) {
-      throw new OutboxConfigurationError(
-        `${where}.name`,
-        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describeValue(transport.name)}`,
-      );
-    }
-    if (names.has(transport.name)) {
-      throw new OutboxConfigurationError(`${where}.name`, `another transport is already named "${transport.name}"`);
-    }
-    names.add(transport.name);
-    return transport as OutboxTransport;
-  });
-}
 
 /** Resolves the per-target timeout and backoff bounds of a handler or a route against the defaults. */
 export function targetPolicy(

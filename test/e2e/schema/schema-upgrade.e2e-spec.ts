@@ -6,10 +6,10 @@ import {
   OutboxHandler,
   OutboxSchemaOutdatedError,
   type OutboxMessage,
-} from '../../lib';
-import { LEASE_EXPIRED } from '../../lib/dialects/shared/dialect.util';
-import { backends, type BackendName, isSqlite, rawDb, type RawDb, removeSqliteFile, sql, sqliteFile, uniqueName } from '../fixtures/backends';
-import { createTestApp, typeOrmOptions, type TestApp } from '../fixtures/test-app';
+} from '../../../lib';
+import { LEASE_EXPIRED } from '../../../lib/dialects/shared/dialect.util';
+import { backends, type BackendName, isSqlite, rawDb, type RawDb, removeSqliteFile, sql, sqliteFile, uniqueName } from '../../fixtures/backends';
+import { createTestApp, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Sink {

@@ -15,7 +15,7 @@ import {
   OutboxWorker,
   type OutboxEventRecord,
   type OutboxMessage,
-} from '../../lib';
+} from '../../../lib';
 import {
   backends,
   type BackendName,
@@ -26,9 +26,9 @@ import {
   sql,
   sqliteFile,
   uniqueName,
-} from '../fixtures/backends';
-import { mariadbUrl, postgresUrl } from '../fixtures/env';
-import { clsImports, createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+} from '../../fixtures/backends';
+import { mariadbUrl, postgresUrl } from '../../fixtures/env';
+import { clsImports, createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 import { TransactionHost } from '@nestjs-cls/transactional';
 
 @Injectable()

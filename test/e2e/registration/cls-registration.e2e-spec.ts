@@ -3,9 +3,9 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { ClsPluginTransactional, getTransactionHostToken, type TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
-import { OutboxHandler, OutboxTransactionRequiredError, type OutboxMessage } from '../../lib';
-import { backends } from '../fixtures/backends';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+import { OutboxHandler, OutboxTransactionRequiredError, type OutboxMessage } from '../../../lib';
+import { backends } from '../../fixtures/backends';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 /**
  * How publish() finds the transaction when `@nestjs-cls/transactional` is absent or registered under

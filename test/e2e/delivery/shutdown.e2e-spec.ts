@@ -1,8 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { OutboxHandler, type OutboxMessage } from '../../lib';
-import { backends } from '../fixtures/backends';
-import { deferred, eventually } from '../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { OutboxHandler, type OutboxMessage, type OutboxTransport } from '../../../lib';
+import { backends } from '../../fixtures/backends';
+import { deferred, eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp, type TestAppOptions } from '../../fixtures/test-app';
 
 @Injectable()
 class Slow {
@@ -39,8 +40,8 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
   /** Statements the store issued, with whether the DataSource was still initialised. */
   let statements: boolean[];
 
-  async function start(worker: Record<string, number | boolean>) {
-    app = await createTestApp({ backend, providers: [Slow, Fast], outbox: { worker } });
+  async function start(worker: Record<string, number | boolean>, extra: Partial<TestAppOptions> = {}) {
+    app = await createTestApp({ backend, providers: [Slow, Fast], ...extra, outbox: { ...extra.outbox, worker } });
     slow = app.module.get(Slow);
     statements = [];
     const create = app.dataSource.createQueryRunner.bind(app.dataSource);
@@ -176,5 +177,38 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
     } finally {
       await closeRestarted(next);
     }
+  });
+
+  it('removes its interval from the application’s scheduler', async () => {
+    await start({ enabled: true, pollIntervalMs: 60_000 }, { withSchedule: true });
+    const registry = app.module.get(SchedulerRegistry);
+    expect(registry.getIntervals()).toContain(`outbox-worker:${app.table}`);
+    await app.close();
+    expect(registry.getIntervals()).not.toContain(`outbox-worker:${app.table}`);
+  });
+
+  it('stops every transport, logging one that fails to stop', async () => {
+    const stopped: string[] = [];
+    const transport = (name: string, stop: () => Promise<void>): OutboxTransport => ({
+      name,
+      send: async () => undefined,
+      beforeApplicationShutdown: stop,
+    });
+    await start(
+      {},
+      {
+        outbox: {
+          transports: [
+            transport('broken', async () => {
+              throw new Error('socket already gone');
+            }),
+            transport('fine', async () => void stopped.push('fine')),
+          ],
+        },
+      },
+    );
+    await app.close();
+    expect(stopped).toEqual(['fine']);
+    expect(app.logger.matching(/^Outbox transport broken failed to stop: Error: socket already gone$/)).toHaveLength(1);
   });
 });

@@ -9,9 +9,9 @@ import {
   WebhookTransport,
   type OutboxMessage,
   type OutboxModuleOptions,
-} from '../../lib';
-import { backends } from '../fixtures/backends';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+} from '../../../lib';
+import { backends } from '../../fixtures/backends';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Local {

@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { createOutboxEntity, createOutboxMigrations, OutboxHandler, OutboxTableMissingError, type OutboxMessage } from '../../lib';
-import { dialectForType } from '../../lib/dialects/dialect-for-type';
-import { outboxTable } from '../../lib/dialects/shared/outbox-table';
-import { backends, rawDb, type RawDb, uniqueName } from '../fixtures/backends';
-import { createTestApp, type TestApp } from '../fixtures/test-app';
+import { createOutboxEntity, createOutboxMigrations, OutboxHandler, OutboxTableMissingError, type OutboxMessage } from '../../../lib';
+import { dialectForType } from '../../../lib/dialects/dialect-for-type';
+import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
+import { backends, rawDb, type RawDb, uniqueName } from '../../fixtures/backends';
+import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Sink {

@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { OutboxHandler, OutboxService, type OutboxMessage } from '../../lib';
+import { OutboxHandler, OutboxService, type OutboxMessage } from '../../../lib';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { sqliteBackends } from '../fixtures/backends';
-import { deferred, eventually } from '../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+import { sqliteBackends } from '../../fixtures/backends';
+import { deferred, eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Chain {

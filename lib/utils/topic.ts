@@ -1,4 +1,20 @@
+import { OutboxValidationError } from '../errors/outbox.errors';
+import { quoteValue } from './describe-value';
+
+/** A topic as published: dot-separated words, no wildcards. */
+const TOPIC = /^[A-Za-z0-9._:-]{1,128}$/;
+/** A segment of a route's topic pattern, besides the wildcards * and #. */
 const SEGMENT = /^[A-Za-z0-9_:-]+$/;
+
+export function validateTopic(topic: unknown): string {
+  if (typeof topic !== 'string' || !TOPIC.test(topic)) {
+    throw new OutboxValidationError(
+      'topic',
+      `expected 1 to 128 characters of letters, digits and . _ : -, got ${quoteValue(topic)}`,
+    );
+  }
+  return topic;
+}
 
 /** Why `pattern` is not a valid route topic, or undefined when it is. */
 export function validateTopicPattern(pattern: unknown): string | undefined {

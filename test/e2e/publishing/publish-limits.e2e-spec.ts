@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { OutboxHandler, OutboxValidationError, type OutboxMessage } from '../../lib';
-import { OutboxHeadersTooLargeError } from '../../lib/errors/outbox.errors';
-import { MAX_HEADERS_BYTES } from '../../lib/publishing/outbox.validation';
-import { backends } from '../fixtures/backends';
-import { headersOfBytes } from '../fixtures/headers';
-import { createTestApp, outboxRows, type TestApp } from '../fixtures/test-app';
+import { OutboxHandler, OutboxValidationError, type OutboxMessage } from '../../../lib';
+import { OutboxHeadersTooLargeError } from '../../../lib/errors/outbox.errors';
+import { MAX_HEADERS_BYTES } from '../../../lib/publishing/outbox.validation';
+import { backends, rawDb, type RawDb } from '../../fixtures/backends';
+import { headersOfBytes } from '../../fixtures/headers';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Recorder {
@@ -101,6 +101,18 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
     expect(byN.get(1)).toEqual(ascii);
     expect(byN.get(2)).toEqual(accented);
   });
+
+  it('writes a publishMany larger than one statement can carry, all of it', async () => {
+    // More rows than one INSERT takes on any backend (65,535 parameters, 8 per row, on PostgreSQL).
+    const total = 8300;
+    const results = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: total }, (_, n) => ({ topic: 'quick', payload: { n } }))),
+    );
+    expect(new Set(results.map((r) => r.id)).size).toBe(total);
+    const rows = await app.raw.query<{ payload: unknown }>(`SELECT "payload" FROM "${app.table}"`);
+    const numbers = rows.map((r) => (typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload).n);
+    expect(numbers.sort((a: number, b: number) => a - b)).toEqual(Array.from({ length: total }, (_, n) => n));
+  });
 });
 
 // MariaDB only: sql_mode is a MySQL/MariaDB setting, and without its strict modes an oversized value
@@ -131,5 +143,33 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
     expect(Buffer.byteLength(row.headers)).toBe(MAX_HEADERS_BYTES);
     await app.worker.drain();
     expect(app.module.get(Recorder).seen.map((m) => m.headers)).toEqual([headers]);
+  });
+});
+
+const mariadb = backends().includes('mariadb') ? describe : describe.skip;
+// Skipped only when MariaDB is unreachable on a developer machine (global-setup fails CI instead).
+mariadb('statements over max_allowed_packet on MariaDB', () => {
+  let app: TestApp;
+  let admin: RawDb;
+  beforeAll(async () => {
+    admin = await rawDb('mariadb');
+  });
+  afterAll(() => admin.close());
+  afterEach(() => app?.dispose());
+
+  it('commits a publishMany whose events together exceed max_allowed_packet, in several statements', async () => {
+    app = await createTestApp({ backend: 'mariadb' });
+    const [{ packet }] = await admin.query<{ packet: number }>('SELECT @@max_allowed_packet AS packet');
+    const filler = 'x'.repeat(90_000);
+    const count = Math.ceil((1.5 * Number(packet)) / filler.length);
+    const published = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: count }, (_, i) => ({ topic: 'order.placed', payload: { i, filler } }))),
+    );
+    expect(published.filter((p) => p.inserted)).toHaveLength(count);
+    const [{ n, bytes }] = await app.raw.query<{ n: number; bytes: number }>(
+      `SELECT COUNT(*) AS n, SUM(LENGTH(\`payload\`)) AS bytes FROM \`${app.table}\``,
+    );
+    expect(Number(n)).toBe(count);
+    expect(Number(bytes)).toBeGreaterThan(Number(packet));
   });
 });

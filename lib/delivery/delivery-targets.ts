@@ -1,0 +1,58 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OutboxHandlerFn } from '../interfaces/outbox-message.interface';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
+import { TransportRegistry } from '../transports/transport-registry';
+import { topicMatches } from '../utils/topic';
+
+/** Something an event is delivered to: a discovered handler, or a route to a transport. */
+export interface DeliveryTarget {
+  /** Stable name recorded when the delivery succeeds: `Class.method`, or `transport:<name>`. */
+  name: string;
+  timeoutMs: number;
+  retry: { initialDelayMs: number; maxDelayMs: number };
+  invoke: OutboxHandlerFn;
+}
+
+/** Topics seen are few in practice; the cap keeps a flood of distinct topics from growing memory. */
+const TARGET_CACHE_LIMIT = 10_000;
+
+/**
+ * What a topic's events are delivered to: the handlers registered for it (by the explorer, at module
+ * init) and the transport of every route whose pattern matches it, resolved once per topic.
+ */
+@Injectable()
+export class DeliveryTargets {
+  private readonly handlers = new Map<string, DeliveryTarget[]>();
+  private readonly cache = new Map<string, readonly DeliveryTarget[]>();
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly transports: TransportRegistry,
+  ) {}
+
+  hasHandler(topic: string, name: string): boolean {
+    return this.handlers.get(topic)?.some((h) => h.name === name) ?? false;
+  }
+
+  addHandler(topic: string, handler: DeliveryTarget): void {
+    const handlers = this.handlers.get(topic) ?? [];
+    handlers.push(handler);
+    this.handlers.set(topic, handlers);
+    this.cache.clear();
+  }
+
+  forTopic(topic: string): readonly DeliveryTarget[] {
+    const cached = this.cache.get(topic);
+    if (cached) return cached;
+    const targets: DeliveryTarget[] = [...(this.handlers.get(topic) ?? [])];
+    for (const route of this.options.routes) {
+      const name = `transport:${route.transport}`;
+      if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
+      targets.push({ name, timeoutMs: route.timeoutMs, retry: route.retry, invoke: this.transports.sender(route) });
+    }
+    if (this.cache.size >= TARGET_CACHE_LIMIT) this.cache.clear();
+    this.cache.set(topic, targets);
+    return targets;
+  }
+}

@@ -1,0 +1,83 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
+
+/**
+ * Values that decide which providers and imports exist, so they must be known when the module is
+ * declared — also with forRootAsync, where they sit beside `useFactory`.
+ */
+export interface OutboxModuleExtras {
+  /**
+   * Make `OutboxService` injectable everywhere without importing the module again. Default `true`; at
+   * most one global outbox per application, the others `false`, each injected through its module.
+   */
+  isGlobal?: boolean;
+  /** Table of the outbox. Default `outbox_event`. Must match the entity and migration you register. */
+  tableName?: string;
+  /** The TypeORM data source: its name as registered with `TypeOrmModule`, or the instance. Default: the default one. */
+  dataSource?: string | DataSource;
+}
+
+export interface OutboxWorkerOptions {
+  /** Schedule the polling worker in this process. `false` for API-only replicas. Default `true`. */
+  enabled?: boolean;
+  /** How often the worker looks for due events when idle, in ms. Default 1000. */
+  pollIntervalMs?: number;
+  /** How many events one claim takes. Default 50. */
+  batchSize?: number;
+  /** How many events of a batch are delivered at the same time. Default 10. */
+  concurrency?: number;
+  /** How long a claim owns an event before another worker may take it, in ms (1 s to 1 h). Default 60000. */
+  leaseMs?: number;
+  /** Default time limit of one handler call, in ms. Must be shorter than `leaseMs`. Default 30000. */
+  handlerTimeoutMs?: number;
+  /** How long `app.close()` waits for in-flight handlers before releasing their events, in ms. Default 10000. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface OutboxRetryOptions {
+  /** Attempts before an event is dead-lettered (1 to 100). Default 10. */
+  maxAttempts?: number;
+  /** Upper bound of the first retry delay, in ms. Default 1000. */
+  initialDelayMs?: number;
+  /** Upper bound of any retry delay, in ms. Default 300000 (5 minutes). */
+  maxDelayMs?: number;
+}
+
+/** Returns the transactional `EntityManager` of the caller's context, or `undefined` when there is none. */
+export type OutboxTransactionResolver = () => EntityManager | undefined | null;
+
+/** `tableName` and `dataSource` are declared with the module's extras (`forRootAsync` takes them beside `useFactory`). */
+export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName' | 'dataSource'> {
+  /**
+   * How `publish()` finds the caller's transaction when no `manager` is passed. Default: the
+   * `TransactionHost` of `@nestjs-cls/transactional` (see `transactionConnectionName`).
+   */
+  transactionResolver?: OutboxTransactionResolver;
+  /** `connectionName` of the `ClsPluginTransactional` to join, when you registered several. */
+  transactionConnectionName?: string;
+  worker?: OutboxWorkerOptions;
+  retry?: OutboxRetryOptions;
+  /** Largest serialised payload accepted by `publish()`, in bytes. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Destinations outside the process (brokers, webhooks), each with a unique name. */
+  transports?: OutboxTransport[];
+  /** Which topics go to which transport; an event goes to every matching route and every handler. */
+  routes?: OutboxRoute[];
+}
+
+export interface ResolvedOutboxOptions {
+  tableName: string;
+  dataSource: string | DataSource | undefined;
+  transactionResolver: OutboxTransactionResolver | undefined;
+  transactionConnectionName: string | undefined;
+  worker: Required<OutboxWorkerOptions>;
+  retry: Required<OutboxRetryOptions>;
+  maxPayloadBytes: number;
+  transports: OutboxTransport[];
+  routes: ResolvedRoute[];
+}
+
+export interface ResolvedRoute extends OutboxRoute {
+  timeoutMs: number;
+  retry: { initialDelayMs: number; maxDelayMs: number };
+}

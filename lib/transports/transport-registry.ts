@@ -1,0 +1,82 @@
+import { Logger } from '@nestjs/common';
+import { OutboxConfigurationError } from '../errors/outbox.errors';
+import type { OutboxHandlerFn } from '../interfaces/outbox-message.interface';
+import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
+import { describeError } from '../utils/describe-error';
+import { describeValue } from '../utils/describe-value';
+import { SendBatcher } from './send-batcher';
+
+const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/** Checks the module's `transports` option: objects with a `send` method and unique, printable names. */
+export function resolveTransports(value: unknown): OutboxTransport[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describeValue(value)}`);
+  }
+  const names = new Set<string>();
+  return value.map((transport, i) => {
+    const where = `transports[${i}]`;
+    if (typeof transport !== 'object' || transport === null || typeof transport.send !== 'function') {
+      throw new OutboxConfigurationError(where, 'expected an object with a name and a send(message, route) method');
+    }
+    if (typeof transport.name !== 'string' || !TRANSPORT_NAME.test(transport.name)) {
+      throw new OutboxConfigurationError(
+        `${where}.name`,
+        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describeValue(transport.name)}`,
+      );
+    }
+    if (names.has(transport.name)) {
+      throw new OutboxConfigurationError(`${where}.name`, `another transport is already named "${transport.name}"`);
+    }
+    names.add(transport.name);
+    return transport as OutboxTransport;
+  });
+}
+
+/**
+ * The module's transports by name: how a route's events are sent (through one batcher per transport
+ * that sends in batches), and the transports' own start and stop.
+ */
+export class TransportRegistry {
+  private readonly logger = new Logger('OutboxTransports');
+  private readonly byName = new Map<string, OutboxTransport>();
+  private readonly senders = new Map<string, (message: Parameters<OutboxHandlerFn>[0], route: OutboxRoute) => Promise<void>>();
+
+  constructor(transports: readonly OutboxTransport[]) {
+    for (const transport of transports) this.byName.set(transport.name, transport);
+  }
+
+  /** The function that delivers an event along `route` (whose transport the options checked exists). */
+  sender(route: OutboxRoute): OutboxHandlerFn {
+    let send = this.senders.get(route.transport);
+    if (!send) {
+      const transport = this.byName.get(route.transport)!;
+      if (transport.sendMany) {
+        const batcher = new SendBatcher(transport.name, transport.sendMany.bind(transport));
+        send = (message, r) => batcher.send(message, r);
+      } else {
+        send = (message, r) => transport.send(message, r);
+      }
+      this.senders.set(route.transport, send);
+    }
+    const deliver = send;
+    return (message) => deliver(message, route);
+  }
+
+  /** Calls each transport's `onApplicationBootstrap`, in order; a failure stops the application's start. */
+  async start(): Promise<void> {
+    for (const transport of this.byName.values()) await transport.onApplicationBootstrap?.();
+  }
+
+  /** Calls each transport's `beforeApplicationShutdown`; a failure is logged and the others still stop. */
+  async stop(): Promise<void> {
+    for (const transport of this.byName.values()) {
+      try {
+        await transport.beforeApplicationShutdown?.();
+      } catch (error) {
+        this.logger.error(`Outbox transport ${transport.name} failed to stop: ${describeError(error)}`);
+      }
+    }
+  }
+}
