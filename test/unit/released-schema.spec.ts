@@ -1,0 +1,31 @@
+import { dialectForType } from '../../lib/dialects/dialect-for-type';
+import { outboxTable } from '../../lib/dialects/shared/outbox-table';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * Users have run these statements: a released migration must never change. The fixture holds the SQL
+ * of every released schema version, per database, for the default table and for a custom table in a
+ * PostgreSQL schema (written from the code of version 2's release). A new schema version adds its
+ * own entry to each; an existing entry is never edited.
+ */
+const released = JSON.parse(readFileSync(join(__dirname, '../fixtures/released-schema.json'), 'utf8')) as Record<string, unknown>;
+
+describe('released schema versions', () => {
+  const cases = ['postgres', 'mysql', 'sqlite'].flatMap((type) => [
+    { key: `${type} outbox_event`, type, table: outboxTable('outbox_event') },
+    {
+      key: `${type} app.orders_outbox`,
+      type,
+      table: outboxTable('orders_outbox', type === 'postgres' ? 'app' : undefined),
+    },
+  ]);
+
+  it.each(cases)('$key: every version builds the statements it was released with', ({ key, type, table }) => {
+    const dialect = dialectForType(type);
+    expect({
+      v1: { up: dialect.createSchema(table), down: dialect.dropSchema(table) },
+      v2: { up: dialect.upgrade(2, table), down: dialect.downgrade(2, table) },
+    }).toEqual(released[key]);
+  });
+});
