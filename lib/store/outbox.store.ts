@@ -11,9 +11,9 @@ import type {
   StatementResult,
   StoredEvent,
   WakeUpChannel,
-  WakeUpSide,
 } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxEvents } from '../events/outbox-events';
+import { WakeUpReporter } from './wake-up-reporter';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
 import { OutboxDedupeConflictError } from '../errors/outbox.errors';
@@ -51,6 +51,7 @@ const INSERT_ROW_BYTES = 2048;
 export class OutboxStore implements OnModuleInit {
   readonly dialect: OutboxDialect;
   private readonly gate: SqliteConnectionGate | undefined;
+  private readonly wakeUpReports: WakeUpReporter;
   /** Cross-instance wake-up, where the database offers one. */
   readonly wakeUp: WakeUpChannel | undefined;
   private readonly commits: CommitWatcher;
@@ -68,38 +69,21 @@ export class OutboxStore implements OnModuleInit {
     this.table = outboxTableOn(dataSource, tableName);
     this.dialect = dialectForType(String(dataSource.options.type));
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
+    this.wakeUpReports = new WakeUpReporter(events);
     this.wakeUp = this.dialect.wakeUpChannel?.(
       dataSource,
       this.table,
-      (error, side) => this.wakeUpFailed(error, side),
-      (side) => this.wakeUpWorking(side),
+      (error, side) => this.wakeUpReports.failed(error, side),
+      (side) => this.wakeUpReports.working(side),
     );
     this.executor = createSqlExecutor(dataSource, this.dialect, this.gate);
     this.commits = new CommitWatcher(this.table.path, events, this.wakeUp);
     dataSource.subscribers.push(this.commits.subscriber());
   }
 
-  /** Where wake-up errors go (the worker logs them); they never affect publishing. */
-  private wakeUpErrorListener: ((error: unknown) => void) | undefined;
-
-  /** The sides of the wake-up channel whose loss was reported and not yet their return. */
-  private readonly wakeUpDown = new Set<WakeUpSide>();
-
-  private wakeUpFailed(error: unknown, side: WakeUpSide): void {
-    if (!this.wakeUpDown.has(side)) {
-      this.wakeUpDown.add(side);
-      if (this.events.observed) this.events.emit({ type: 'wake-up.lost', side, error: describeError(error) });
-    }
-    this.wakeUpErrorListener?.(error);
-  }
-
-  private wakeUpWorking(side: WakeUpSide): void {
-    if (this.wakeUpDown.delete(side) && this.events.observed) this.events.emit({ type: 'wake-up.restored', side });
-  }
-
   /** Calls `listener` with each error of the wake-up channel (either side). */
   onWakeUpError(listener: (error: unknown) => void): void {
-    this.wakeUpErrorListener = listener;
+    this.wakeUpReports.onError(listener);
   }
 
   /** Calls `listener` after every commit of a transaction that published events. */
