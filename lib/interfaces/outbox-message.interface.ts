@@ -65,8 +65,12 @@ export interface PublishManyItem<T = unknown> {
 
 /** Counts of the outbox table by state, by the database clock. */
 export interface OutboxCounts {
-  /** Waiting for their due time or a worker. */
+  /** Not claimed by a live lease: `due` + `scheduled`. */
   pending: number;
+  /** Pending and due now: waiting for a worker (alert when this stays above zero). */
+  due: number;
+  /** Pending with a due time still ahead: delayed (`delayMs`, `availableAt`) or backing off after a failure. */
+  scheduled: number;
   /** Claimed by a worker whose lease has not expired. */
   inFlight: number;
   delivered: number;

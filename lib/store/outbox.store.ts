@@ -255,15 +255,16 @@ export class OutboxStore implements OnModuleInit {
   }
 
   async counts(): Promise<OutboxCounts> {
-    const counts: OutboxCounts = { pending: 0, inFlight: 0, delivered: 0, dead: 0 };
+    const counts: OutboxCounts = { pending: 0, due: 0, scheduled: 0, inFlight: 0, delivered: 0, dead: 0 };
     const { rows } = await this.executor.run(this.dialect.counts(this.table));
     for (const row of rows) {
       const n = Number(row.n);
-      const inFlight = row.in_flight === true || Number(row.in_flight) === 1;
-      if (row.status === 'pending') counts[inFlight ? 'inFlight' : 'pending'] += n;
-      else if (row.status === 'delivered') counts.delivered += n;
+      if (row.status === 'delivered') counts.delivered += n;
       else if (row.status === 'dead') counts.dead += n;
+      else if (row.state === 'in_flight') counts.inFlight += n;
+      else counts[row.state === 'due' ? 'due' : 'scheduled'] += n;
     }
+    counts.pending = counts.due + counts.scheduled;
     return counts;
   }
 }

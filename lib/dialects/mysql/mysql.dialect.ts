@@ -289,8 +289,8 @@ export class MysqlDialect implements OutboxDialect {
   counts(table: OutboxTable): Statement {
     return {
       sql:
-        `SELECT \`status\`, (\`claim_token\` IS NOT NULL AND \`available_at\` > ${NOW}) AS \`in_flight\`, ` +
-        `COUNT(*) AS \`n\` FROM ${qt(table)} GROUP BY \`status\`, \`in_flight\``,
+        `SELECT \`status\`, CASE WHEN \`available_at\` <= ${NOW} THEN 'due' WHEN \`claim_token\` IS NOT NULL THEN 'in_flight' ` +
+        `ELSE 'scheduled' END AS \`state\`, COUNT(*) AS \`n\` FROM ${qt(table)} GROUP BY \`status\`, \`state\``,
       params: [],
     };
   }

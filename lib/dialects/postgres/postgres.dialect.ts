@@ -204,11 +204,11 @@ export class PostgresDialect implements OutboxDialect {
     };
   }
 
-  counts(table: OutboxTable) {
+  counts(table: OutboxTable): Statement {
     return {
       sql:
-        `SELECT "status", ("claim_token" IS NOT NULL AND "available_at" > now()) AS "in_flight", count(*) AS "n" ` +
-        `FROM ${quoteTable(table)} GROUP BY 1, 2`,
+        `SELECT "status", CASE WHEN "available_at" <= now() THEN 'due' WHEN "claim_token" IS NOT NULL THEN 'in_flight' ` +
+        `ELSE 'scheduled' END AS "state", COUNT(*) AS "n" FROM ${quoteTable(table)} GROUP BY "status", "state"`,
       params: [],
     };
   }

@@ -121,6 +121,10 @@ export interface DeliveryStatements {
   fail(table: OutboxTable, id: string, token: string, update: FailureUpdate): Statement;
   /** Gives claimed rows back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
   release(table: OutboxTable, ids: string[], token: string, uncount: boolean): Statement;
+  /**
+   * Rows counted by `status` and `state`: a pending row is `due` once its time has come (an expired
+   * lease included), `in_flight` while a live lease holds it, `scheduled` while its time is ahead.
+   */
   counts(table: OutboxTable): Statement;
 }
 

@@ -700,7 +700,21 @@ describe.each(backends())('worker on %s', (backend) => {
     const held = await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 1 });
     expect(held.events).toHaveLength(1);
     await publish('plain', { waiting: true });
-    expect(await app.outbox.counts()).toEqual({ pending: 1, inFlight: 1, delivered: 1, dead: 1 });
+    expect(await app.outbox.counts()).toEqual({ pending: 1, due: 1, scheduled: 0, inFlight: 1, delivered: 1, dead: 1 });
+  });
+
+  it('tells due pending events from scheduled ones (delayed, or backing off after a failure)', async () => {
+    // A delay of up to a day (full jitter): the failed event is still backing off when counted.
+    await start({ retry: { maxAttempts: 3, initialDelayMs: 86_400_000, maxDelayMs: 86_400_000 } });
+    b.reject = new Error('no');
+    await publish('rejects');
+    expect(await app.worker.drain()).toMatchObject({ failed: 1 });
+    await publish('plain', { delayed: true }, { delayMs: 60_000 });
+    await publish('plain', { due: true });
+    const held = await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 3 });
+    expect(held.events).toHaveLength(1);
+    await publish('plain', { due: true });
+    expect(await app.outbox.counts()).toEqual({ pending: 3, due: 1, scheduled: 2, inFlight: 1, delivered: 0, dead: 0 });
   });
 
   it('keeps delivering when the database clock is the only clock: the app clock shifted ±10 minutes changes nothing', async () => {

@@ -49,7 +49,7 @@ describeEachServer('commit order on %s', (backend) => {
     await t1;
     expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
     expect(seen.names).toEqual(['T2', 'T1']);
-    expect(await app.outbox.counts()).toEqual({ pending: 0, inFlight: 0, delivered: 2, dead: 0 });
+    expect(await app.outbox.counts()).toEqual({ pending: 0, due: 0, scheduled: 0, inFlight: 0, delivered: 2, dead: 0 });
   });
 });
 
