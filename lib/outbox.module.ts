@@ -1,9 +1,9 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
-import { OutboxConfigurableModuleClass, type OutboxModuleExtras } from './outbox.module-definition';
+import { OUTBOX_OPTIONS_TYPE, OutboxConfigurableModuleClass, type OutboxModuleExtras } from './outbox.module-definition';
 import { resolveOutboxOptions, type OutboxModuleOptions, type ResolvedOutboxOptions } from './outbox.options';
 import { DeliveryTargets } from './delivery/delivery-targets';
 import { OutboxExplorer } from './delivery/outbox.explorer';
@@ -35,6 +35,11 @@ function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleE
   return merged;
 }
 
+/** The module's options as its providers see them: the raw options with the declared extras, resolved. */
+export function resolveModuleOptions(raw: OutboxModuleOptions | undefined, extras: OutboxModuleExtras): ResolvedOutboxOptions {
+  return resolveOutboxOptions(mergeExtras(raw, extras));
+}
+
 /**
  * The transactional outbox. `OutboxModule.forRoot(options)` or `forRootAsync({ useFactory, inject })`;
  * requires `TypeOrmModule.forRoot()` and, for the ambient transaction, `ClsModule` with
@@ -46,8 +51,7 @@ function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleE
     {
       provide: OUTBOX_OPTIONS,
       inject: [OUTBOX_RAW_OPTIONS, OUTBOX_EXTRAS],
-      useFactory: (raw: OutboxModuleOptions, extras: OutboxModuleExtras) =>
-        resolveOutboxOptions(mergeExtras(raw, extras)),
+      useFactory: resolveModuleOptions,
     },
     {
       provide: TransportRegistry,
@@ -62,4 +66,15 @@ function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleE
   ],
   exports: [OutboxService, OutboxWorker, OutboxEvents],
 })
-export class OutboxModule extends OutboxConfigurableModuleClass {}
+export class OutboxModule extends OutboxConfigurableModuleClass {
+  /**
+   * Checks the options at once, before anything connects: a bad value throws an
+   * `OutboxConfigurationError` from this call, where the module is declared. (`forRootAsync` checks
+   * what its factory returns, as soon as Nest runs it.)
+   */
+  static override forRoot(options: typeof OUTBOX_OPTIONS_TYPE = {}): DynamicModule {
+    const { isGlobal: _isGlobal, ...moduleOptions } = options ?? {};
+    resolveOutboxOptions(moduleOptions);
+    return super.forRoot(options);
+  }
+}

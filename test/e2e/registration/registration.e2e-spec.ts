@@ -213,9 +213,15 @@ describe('start-up errors', () => {
     return error as OutboxConfigurationError;
   }
 
-  it('names the bad option of forRoot', async () => {
-    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({ worker: { batchSize: 0 } })]);
-    expect(error.option).toBe('worker.batchSize');
+  it('names the bad option of forRoot, thrown by forRoot itself before anything connects', () => {
+    let error: unknown;
+    try {
+      OutboxModule.forRoot({ worker: { batchSize: 0 } });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    expect((error as OutboxConfigurationError).option).toBe('worker.batchSize');
   });
 
   it('names the bad option of a forRootAsync factory (a string from the environment)', async () => {
