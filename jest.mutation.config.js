@@ -26,6 +26,8 @@ module.exports = {
   moduleNameMapper: { '^((\\.\\./)+fixtures|\\.)/backends$': join(plumbing, 'backends.ts') },
   testPathIgnorePatterns: [
     '/node_modules/',
+    // Packs the built package: it tests the packaging, not the instrumented lib/.
+    '<rootDir>/test/package/',
     // Transports: they never reach the store or the dialects, and they need the brokers.
     '<rootDir>/test/e2e/transports/brokers.e2e-spec.ts',
     // Query plans of PostgreSQL and MariaDB: nothing left to run without the servers.
