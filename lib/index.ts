@@ -50,6 +50,12 @@ export type { WebhookTransportOptions } from './transports/webhook/webhook-optio
 export { verifyWebhookSignature } from './transports/webhook/webhook-signature';
 export { InMemoryTransport, type RecordedOutboxMessage } from './transports/in-memory.transport';
 export {
+  OutboxTesting,
+  OutboxTestHarness,
+  type OutboxHandlerRecord,
+  type OutboxOverridableBuilder,
+} from './testing/outbox-testing';
+export {
   OutboxEventEntity,
   createOutboxEntity,
   type OutboxEventEntityClass,

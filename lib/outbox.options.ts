@@ -150,5 +150,6 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
     maxPayloadBytes: integerOption('maxPayloadBytes', options.maxPayloadBytes, d.maxPayloadBytes, 1, 64 * 1024 * 1024),
     transports,
     routes: resolveRoutes(options.routes, transports, worker, retry),
+    testing: undefined,
   };
 }

@@ -199,9 +199,10 @@ export class ClaimedBatch {
   }
 
   private async recordFailure(event: StoredEvent, targetCount: number, outcomes: HandlerOutcome[]): Promise<void> {
-    const { retry } = this.ctx.options;
+    const { retry, testing } = this.ctx.options;
     const decision = decideFailure(event, targetCount, outcomes, retry);
-    const { errorText, deadLetter, nonRetryable, retryDelayMs } = decision;
+    const { errorText, deadLetter, nonRetryable } = decision;
+    const retryDelayMs = testing ? 0 : decision.retryDelayMs;
     const recorded = await this.ctx.writes.record('failure', event.id, () =>
       this.ctx.store.fail(event.id, this.token, {
         error: errorText.slice(0, MAX_ERROR_LENGTH),

@@ -9,6 +9,8 @@ import { topicMatches } from '../utils/topic';
 export interface DeliveryTarget {
   /** Stable name recorded when the delivery succeeds: `Class.method`, or `transport:<name>`. */
   name: string;
+  /** A discovered `@OutboxHandler()` method, or a route to a transport. */
+  kind: 'handler' | 'route';
   timeoutMs: number;
   retry: { initialDelayMs: number; maxDelayMs: number };
   invoke: OutboxHandlerFn;
@@ -35,9 +37,9 @@ export class DeliveryTargets {
     return this.handlers.get(topic)?.some((h) => h.name === name) ?? false;
   }
 
-  addHandler(topic: string, handler: DeliveryTarget): void {
+  addHandler(topic: string, handler: Omit<DeliveryTarget, 'kind'>): void {
     const handlers = this.handlers.get(topic) ?? [];
-    handlers.push(handler);
+    handlers.push({ ...handler, kind: 'handler' });
     this.handlers.set(topic, handlers);
     this.cache.clear();
   }
@@ -49,7 +51,7 @@ export class DeliveryTargets {
     for (const route of this.options.routes) {
       const name = `transport:${route.transport}`;
       if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
-      targets.push({ name, timeoutMs: route.timeoutMs, retry: route.retry, invoke: this.transports.sender(route) });
+      targets.push({ name, kind: 'route', timeoutMs: route.timeoutMs, retry: route.retry, invoke: this.transports.sender(route) });
     }
     if (this.cache.size >= TARGET_CACHE_LIMIT) this.cache.clear();
     this.cache.set(topic, targets);

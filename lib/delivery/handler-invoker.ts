@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxMessage } from '../interfaces/outbox-message.interface';
+import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
 import { describeError } from '../utils/describe-error';
 import { LazyAbort } from './lazy-abort';
 import type { OutboxEvents } from '../events/outbox-events';
@@ -21,7 +22,10 @@ class OutboxHandlerTimeoutError extends Error {
 
 /** Runs one delivery target on one event: its own message, its timeout, its abort signal. */
 export class HandlerInvoker {
-  constructor(private readonly events: OutboxEvents) {}
+  constructor(
+    private readonly events: OutboxEvents,
+    private readonly testing?: OutboxTestingHooks,
+  ) {}
 
   /**
    * Never rejects: a handler's exception, rejection or timeout becomes the outcome's `error`.
@@ -49,6 +53,8 @@ export class HandlerInvoker {
         return abort.signal;
       },
     } satisfies OutboxMessage;
+    // Under OutboxTesting: the message as the handler got it, before it could change it.
+    const seen = this.testing && handler.kind === 'handler' ? snapshot(message) : undefined;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -70,6 +76,7 @@ export class HandlerInvoker {
       running.delete(abort);
     }
     if (started >= 0) this.emitRun(event, outcome, performance.now() - started);
+    if (seen) this.testing!.handlerCalled(handler.name, seen, outcome.error);
     return outcome;
   }
 
@@ -81,4 +88,9 @@ export class HandlerInvoker {
         : { type: 'handler.succeeded', ...run },
     );
   }
+}
+
+function snapshot(message: OutboxMessage): Omit<OutboxMessage, 'signal'> {
+  const { id, topic, key, payload, headers, attempt, createdAt } = message;
+  return { id, topic, key, payload: structuredClone(payload), headers: { ...headers }, attempt, createdAt: new Date(createdAt) };
 }

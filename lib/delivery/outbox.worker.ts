@@ -55,7 +55,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   ) {
     this.intervalName = `outbox-worker:${store.table.path}`;
     this.writes = new FencedWrites(store, events, this.state);
-    const invoker = new HandlerInvoker(events);
+    const invoker = new HandlerInvoker(events, options.testing);
     this.batch = { options, store, targets, events, state: this.state, writes: this.writes, invoker };
   }
 

@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import type { OutboxMessage } from './outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
 
 /**
@@ -75,6 +76,16 @@ export interface ResolvedOutboxOptions {
   maxPayloadBytes: number;
   transports: OutboxTransport[];
   routes: ResolvedRoute[];
+  /**
+   * Set only by `OutboxTesting.override()`: failures are due again at once (no backoff, no
+   * Retry-After), and every handler call is reported to `handlerCalled`.
+   */
+  testing: OutboxTestingHooks | undefined;
+}
+
+export interface OutboxTestingHooks {
+  /** After each handler call (routes excluded), with the message it was given and its error, if any. */
+  handlerCalled(handler: string, message: Omit<OutboxMessage, 'signal'>, error: unknown): void;
 }
 
 export interface ResolvedRoute extends OutboxRoute {
