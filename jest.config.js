@@ -9,6 +9,8 @@ const common = {
   testEnvironmentOptions: { globalsCleanup: 'off' },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
   setupFiles: ['reflect-metadata'],
+  // The README's snippets import the package by name (test/e2e/testing/readme-recipe.e2e-spec.ts).
+  moduleNameMapper: { '^nestjs-typeorm-outbox$': '<rootDir>/lib/index.ts' },
 };
 
 /** @type {import('jest').Config} */
@@ -31,6 +33,7 @@ module.exports = {
       testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/e2e/transports/brokers.e2e-spec.ts'],
       globals: { OUTBOX_TYPEORM: '1' },
       moduleNameMapper: {
+        ...common.moduleNameMapper,
         '^typeorm$': '<rootDir>/node_modules/typeorm1',
         '^typeorm/(.*)$': '<rootDir>/node_modules/typeorm1/$1',
       },

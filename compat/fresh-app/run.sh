@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# The newcomer's path, checked: packs the library as npm would publish it, creates a new NestJS app
+# with the official CLI in a temp folder, runs the README's install commands there (the package name
+# replaced by the tarball), pastes the README's quick start files, type-checks them, runs the app's own
+# e2e command, then builds the app and starts it (boot.mjs), on SQLite (better-sqlite3). Two apps, one
+# after the other:
+#   nestjs-11  @nestjs/cli 11: CommonJS, Jest (`npm run test:e2e`, test/jest-e2e.json); the README's
+#              snippets get their relative `.js` dropped, as the README tells CommonJS users to do
+#   nestjs-12  @nestjs/cli 12: ESM, Vitest (`npm run test:e2e`, vitest.config.e2e.ts); snippets as written
+# README contract (read by extract.mjs): `<!-- install: nestjs-11 -->` / `<!-- install: nestjs-12 -->`
+# directly above a ```bash block, `<!-- file: <path> -->` directly above a ```ts block. The test is the
+# README's `<!-- file: test/… -->` block (the Testing section's recipe); without one the check fails.
+# Expects `npm run build` done at the root. Needs the npm registry; SQLite files only, no servers.
+# For working on it: FRESH_APP_README=<file> reads another README, FRESH_APP_TARBALL=<.tgz> installs
+# that instead of a pack of the root, FRESH_APP_ONLY=11|12 runs one app, FRESH_APP_KEEP=1 keeps the
+# temp folder.
+set -euo pipefail
+
+# The generators, pinned (the CLI takes the schematics package, which holds the templates, as a
+# dependency with a caret range: pinned beside it so `nest new` always renders the same app).
+NEST11_CLI=@nestjs/cli@11.0.24
+NEST11_SCHEMATICS=@nestjs/schematics@11.1.0
+NEST12_CLI=@nestjs/cli@12.0.8
+NEST12_SCHEMATICS=@nestjs/schematics@12.0.6
+TEST_TIMEOUT_SECONDS=300
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+readme="${FRESH_APP_README:-$root/README.md}"
+only="${FRESH_APP_ONLY:-}"
+
+say() { echo "compat/fresh-app: $*"; }
+die() {
+  echo "compat/fresh-app: FAILED: $*" >&2
+  exit 1
+}
+# Runs a command with its output in a log; on failure prints the log's end and what failed.
+logged() { # log file, what it is (for the message), command...
+  local log="$1" what="$2"
+  shift 2
+  if ! "$@" >"$log" 2>&1; then
+    echo "----- last lines of the output of: $what" >&2
+    tail -n 60 "$log" >&2
+    echo "-----" >&2
+    die "$what"
+  fi
+}
+
+[ -n "${FRESH_APP_TARBALL:-}" ] || [ -f "$root/dist/index.js" ] ||
+  die "$root/dist/index.js is missing: run npm run build at the root first"
+[ -f "$readme" ] || die "no README at $readme"
+
+tmp="$(mktemp -d)"
+if [ "${FRESH_APP_KEEP:-}" = 1 ]; then
+  trap 'say "kept $tmp"' EXIT
+else
+  trap 'rm -rf "$tmp"' EXIT
+fi
+
+if [ -n "${FRESH_APP_TARBALL:-}" ]; then
+  [ -f "$FRESH_APP_TARBALL" ] || die "FRESH_APP_TARBALL=$FRESH_APP_TARBALL is not a file"
+  tarball="$tmp/$(basename "$FRESH_APP_TARBALL")"
+  cp "$FRESH_APP_TARBALL" "$tarball"
+  say "using the tarball $FRESH_APP_TARBALL (FRESH_APP_TARBALL), not a pack of the root"
+else
+  say "packing the library"
+  tarball="$tmp/$(cd "$root" && npm pack --silent --pack-destination "$tmp")"
+  [ -f "$tarball" ] || die "npm pack did not leave a tarball in $tmp"
+  say "packed $(basename "$tarball")"
+fi
+
+# better-sqlite3 compiles its addon from source in its install script (about two minutes per app on
+# this machine: the prebuilt binaries are downloaded from GitHub, which is not reachable here). When
+# the root's addon loads in this Node, it is offered to that install script as a local prebuilt
+# (prebuild-install's `local-prebuilds`, set in a .prebuild-installrc above the apps): npm still
+# decides whether the script runs (allowScripts), the script still runs and installs a binary, as it
+# would after a download on a user's machine; only the compile is skipped. A different version of
+# better-sqlite3 in the app finds no matching file and compiles.
+sqlite_root="$root/node_modules/better-sqlite3"
+addon=build/Release/better_sqlite3.node
+if [ -f "$sqlite_root/$addon" ] &&
+  (cd "$root" && node -e "require('better-sqlite3')(':memory:').close()") 2>/dev/null; then
+  prebuilt="$(cd "$root" && node -p "const v = require('better-sqlite3/package.json').version;
+    const libc = process.platform === 'linux' && !process.report.getReport().header.glibcVersionRuntime ? 'musl' : '';
+    \`better-sqlite3-v\${v}-node-v\${process.versions.modules}-\${process.platform}\${libc}-\${process.arch}.tar.gz\`")"
+  mkdir -p "$tmp/prebuilds" "$tmp/prebuilt-stage/build/Release"
+  cp "$sqlite_root/$addon" "$tmp/prebuilt-stage/$addon"
+  tar -C "$tmp/prebuilt-stage" -czf "$tmp/prebuilds/$prebuilt" build
+  echo "local-prebuilds=$tmp/prebuilds" >"$tmp/.prebuild-installrc"
+  say "better-sqlite3: the root's addon is offered to the apps' install script as $prebuilt"
+else
+  say "better-sqlite3: no usable addon at the root; the apps compile their own (about 2 minutes each)"
+fi
+
+check_app() { # label, app dir, cjs|esm
+  local label="$1" app="$2" modules="$3" type
+  type="$(node -p "require('$app/package.json').type || 'commonjs'")"
+  if [ "$modules" = esm ] && [ "$type" != module ]; then
+    die "$label: nest new made a package.json with type \"$type\", expected an ESM app (\"type\": \"module\")"
+  fi
+  if [ "$modules" = cjs ] && [ "$type" = module ]; then
+    die "$label: nest new made an ESM app, expected CommonJS"
+  fi
+  [ -n "$(node -p "require('$app/package.json').scripts?.['test:e2e'] ?? ''")" ] ||
+    die "$label: the generated package.json has no test:e2e script"
+}
+
+run_app() { # label (nestjs-11|nestjs-12), cli, schematics, cjs|esm, extra `nest new` options...
+  local label="$1" cli="$2" schematics="$3" modules="$4"
+  shift 4
+  local work="$tmp/$label" started=$SECONDS
+  local app="$work/app" logs="$work/logs"
+  mkdir -p "$work" "$logs"
+
+  say "$label: nest new with $cli ($schematics)"
+  # stdin is not a terminal: the CLI asks nothing and takes each default (for 12: ESM, no @nestjs/observe).
+  logged "$logs/nest-new.log" "$label: npx $cli new app" \
+    bash -c 'cd "$1" && shift && npx -y -p "$@" </dev/null' _ "$work" "$cli" -p "$schematics" \
+    nest new app --skip-git --skip-install --package-manager npm --language ts "$@"
+  [ -f "$app/package.json" ] || die "$label: nest new made no app/package.json (see above)"
+  check_app "$label" "$app" "$modules"
+
+  say "$label: npm install (what nest new runs unless told to skip it)"
+  logged "$logs/npm-install.log" "$label: npm install of the new app" bash -c 'cd "$1" && npm install' _ "$app"
+
+  say "$label: the README's <!-- install: $label --> commands, $(basename "$tarball") for nestjs-typeorm-outbox"
+  (cd "$here" && node extract.mjs install "$readme" "$label" "$tarball") >"$work/install.sh" ||
+    die "$label: could not read the install commands from $readme (see above)"
+  sed 's/^/    /' "$work/install.sh"
+  logged "$logs/readme-install.log" "$label: the README's install commands (the log shows each as + …)" \
+    bash -c 'cd "$1" && bash -euxo pipefail "$2"' _ "$app" "$work/install.sh"
+  if [ ! -d "$app/node_modules/better-sqlite3" ]; then
+    die "$label: better-sqlite3 is not installed after the README's install commands (the quick start uses it)"
+  fi
+  if [ ! -f "$app/node_modules/better-sqlite3/$addon" ] ||
+    ! (cd "$app" && node -e "require('better-sqlite3')(':memory:').close()") >"$logs/addon.log" 2>&1; then
+    tail -n 20 "$logs/readme-install.log" >&2
+    die "$label: better-sqlite3 has no working addon after the README's install commands: its install script" \
+      "did not run or failed (npm runs it only for packages in package.json \"allowScripts\"; see the npm" \
+      "\"install-scripts\" notice above)"
+  fi
+  # npm 11 runs an install script that allowScripts does not cover, with a warning; npm 12 skips it, and
+  # better-sqlite3 then has no addon ("Could not locate the bindings file"). So the README's commands
+  # must approve it themselves; `npm install-scripts ls` tells. Reported after the tests, which still run.
+  local pending allow_scripts_problem=
+  if pending="$(cd "$app" && npm install-scripts ls 2>&1)"; then
+    if grep -q 'better-sqlite3' <<<"$pending"; then
+      echo "$pending" | sed 's/^/    /'
+      allow_scripts_problem="after the README's install commands, better-sqlite3's install script is not covered by \
+package.json \"allowScripts\": npm 11 runs it with a warning, npm 12 skips it and the app has no SQLite addon. \
+The README's install block must approve it, e.g. \`npm pkg set allowScripts.better-sqlite3=true --json\` before \
+\`npm install\`"
+      say "$label: problem (reported at the end of this app): $allow_scripts_problem"
+    fi
+  else
+    say "$label: this npm has no \`npm install-scripts ls\`: the allowScripts check is skipped"
+  fi
+  if [ -n "${prebuilt:-}" ] && cmp -s "$app/node_modules/better-sqlite3/$addon" "$sqlite_root/$addon"; then
+    say "$label: better-sqlite3's install script ran and took the root's addon"
+  else
+    say "$label: better-sqlite3's install script ran and built its addon"
+  fi
+
+  say "$label: pasting the README's <!-- file: … --> blocks ($modules)"
+  (cd "$here" && node extract.mjs files "$readme" "$app" "$modules") >"$work/files.txt" ||
+    die "$label: could not paste the quick start from $readme (see above)"
+  say "$label: pasted $(paste -sd ' ' "$work/files.txt")"
+  local tests
+  tests="$(grep '^test/' "$work/files.txt" || true)"
+  [ -n "$tests" ] || die "$label: the README has no <!-- file: test/… --> block (the Testing section's recipe)"
+  say "$label: test: the README's $(echo $tests)"
+
+  say "$label: type-check (tsc -p tsconfig.json: src and test)"
+  logged "$logs/tsc.log" "$label: tsc --noEmit -p tsconfig.json on the pasted files" \
+    bash -c 'cd "$1" && node_modules/.bin/tsc --noEmit -p tsconfig.json' _ "$app"
+
+  say "$label: npm run test:e2e"
+  logged "$logs/test-e2e.log" "$label: npm run test:e2e (failed, or ran past $TEST_TIMEOUT_SECONDS s)" \
+    bash -c 'cd "$1" && timeout "$2" npm run test:e2e' _ "$app" "$TEST_TIMEOUT_SECONDS"
+  # Without colours, so that the file names and the summary can be found.
+  sed 's/\x1b\[[0-9;]*m//g' "$logs/test-e2e.log" >"$logs/test-e2e.txt"
+  local file
+  for file in $tests; do
+    grep -qF "$file" "$logs/test-e2e.txt" || {
+      tail -n 40 "$logs/test-e2e.txt" >&2
+      die "$label: npm run test:e2e passed without running $file (does the runner's e2e pattern match it?)"
+    }
+  done
+  grep -E '^ *Tests[: ]' "$logs/test-e2e.txt" | sed -E "s/^ *Tests:? +/compat\/fresh-app: $label: tests: /" || true
+
+  say "$label: npm run build, then npm run start:prod until GET / answers"
+  logged "$logs/build.log" "$label: npm run build" bash -c 'cd "$1" && npm run build' _ "$app"
+  logged "$logs/boot.log" "$label: the built app under npm run start:prod" node "$here/boot.mjs" "$app"
+  say "$label: $(tail -n 1 "$logs/boot.log")"
+  [ -z "$allow_scripts_problem" ] || die "$label: $allow_scripts_problem"
+  say "$label: passed in $((SECONDS - started)) s"
+}
+
+# Each app in a subshell of its own (with `set -e` in force: not in an `if`), so that a failure of the
+# first still lets the second report.
+failed=()
+try_app() { # run_app's arguments
+  local rc started=$SECONDS
+  set +e
+  (
+    set -e
+    run_app "$@"
+  )
+  rc=$?
+  set -e
+  if [ "$rc" != 0 ]; then
+    failed+=("$1")
+    say "$1: failed after $((SECONDS - started)) s"
+  fi
+}
+if [ "$only" != 12 ]; then try_app nestjs-11 "$NEST11_CLI" "$NEST11_SCHEMATICS" cjs; fi
+if [ "$only" != 11 ]; then try_app nestjs-12 "$NEST12_CLI" "$NEST12_SCHEMATICS" esm --no-observe; fi
+[ "${#failed[@]}" = 0 ] || die "${failed[*]} (see the FAILED lines above)"
+say "passed"

@@ -1,0 +1,90 @@
+import { execFileSync } from 'node:child_process';
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { backends, uniqueName } from '../../fixtures/backends';
+import { postgresUrl } from '../../fixtures/env';
+
+/**
+ * The README's Testing recipe, verbatim, against the README's quick start app: the marked files are
+ * pasted as a CommonJS app would have them (compat/fresh-app/extract.mjs, the extractor CI's fresh-app
+ * check uses), and the recipe's own describe block runs here, once on SQLite exactly as pasted, and
+ * once on PostgreSQL with the change the README gives for it. `nestjs-typeorm-outbox` resolves to lib/
+ * (jest.config.js).
+ */
+const root = join(__dirname, '../../..');
+
+function pasteReadmeApp(): string {
+  const dir = join(root, '.tmp', uniqueName('readme-app'));
+  // What `nest new` generated and the quick start keeps (its app.module.ts imports them).
+  cpSync(join(root, 'test/fixtures/nest-new/src'), join(dir, 'src'), { recursive: true });
+  execFileSync(process.execPath, [join(root, 'compat/fresh-app/extract.mjs'), 'files', join(root, 'README.md'), dir, 'cjs']);
+  return dir;
+}
+
+/** The README: "On PostgreSQL, replace `type`, `database` and `enableWAL` with `type: 'postgres', url: …`". */
+function switchToPostgres(dir: string): void {
+  const file = join(dir, 'src/app.module.ts');
+  const sqlite = /type: 'better-sqlite3',\s*database: 'app\.sqlite',\s*enableWAL: true,/;
+  const source = readFileSync(file, 'utf8');
+  if (!sqlite.test(source)) {
+    throw new Error(`the quick start's TypeOrmModule options changed: ${sqlite} no longer matches src/app.module.ts`);
+  }
+  writeFileSync(file, source.replace(sqlite, "type: 'postgres', url: process.env.DATABASE_URL,"));
+}
+
+interface Variant {
+  title: string;
+  setUp(dir: string): Promise<void>;
+  tearDown(): Promise<void>;
+}
+
+const variants: Variant[] = [
+  {
+    title: 'SQLite, as pasted',
+    // The quick start's database is `app.sqlite` in the working directory: the pasted app's folder.
+    setUp: async (dir) => process.chdir(dir),
+    tearDown: async () => process.chdir(root),
+  },
+];
+
+if (backends().includes('postgres')) {
+  const database = uniqueName('readme');
+  const admin = () => new Client({ connectionString: postgresUrl() });
+  variants.push({
+    title: 'PostgreSQL, with the README’s change for it',
+    setUp: async (dir) => {
+      switchToPostgres(dir);
+      const client = admin();
+      await client.connect();
+      await client.query(`CREATE DATABASE ${database}`);
+      await client.end();
+      const url = new URL(postgresUrl());
+      url.pathname = `/${database}`;
+      process.env.DATABASE_URL = url.toString();
+    },
+    tearDown: async () => {
+      delete process.env.DATABASE_URL;
+      const client = admin();
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${database}`);
+      await client.end();
+    },
+  });
+}
+
+describe.each(variants)('the README’s testing recipe on $title', (variant) => {
+  const dir = pasteReadmeApp();
+  beforeAll(() => variant.setUp(dir));
+  // Runs after the recipe's own afterAll has closed its module.
+  afterAll(async () => {
+    await variant.tearDown();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  // The recipe registers its describe block here, inside this one; a module registry of its own per
+  // variant, so each gets its own AppModule.
+  jest.isolateModules(() => {
+    require(join(dir, 'test/orders.e2e-spec.ts'));
+  });
+});
