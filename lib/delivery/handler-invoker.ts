@@ -3,6 +3,7 @@ import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxMessage } from '../interfaces/outbox-message.interface';
 import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
 import { describeError } from '../utils/describe-error';
+import { snapshotMessage } from '../utils/message-snapshot';
 import { LazyAbort } from './lazy-abort';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { DeliveryTarget } from './delivery-targets';
@@ -54,7 +55,7 @@ export class HandlerInvoker {
       },
     } satisfies OutboxMessage;
     // Under OutboxTesting: the message as the handler got it, before it could change it.
-    const seen = this.testing && handler.kind === 'handler' ? snapshot(message) : undefined;
+    const seen = this.testing && handler.kind === 'handler' ? snapshotMessage(message) : undefined;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -88,9 +89,4 @@ export class HandlerInvoker {
         : { type: 'handler.succeeded', ...run },
     );
   }
-}
-
-function snapshot(message: OutboxMessage): Omit<OutboxMessage, 'signal'> {
-  const { id, topic, key, payload, headers, attempt, createdAt } = message;
-  return { id, topic, key, payload: structuredClone(payload), headers: { ...headers }, attempt, createdAt: new Date(createdAt) };
 }

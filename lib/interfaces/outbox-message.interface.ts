@@ -18,6 +18,9 @@ export interface OutboxMessage<T = unknown> {
   signal: AbortSignal;
 }
 
+/** A message as tests record it (`InMemoryTransport`, `OutboxTesting`): its data, without the `signal`. */
+export type RecordedOutboxMessage = Omit<OutboxMessage, 'signal'>;
+
 export interface OutboxHandlerOptions {
   /**
    * Stable name of this handler, recorded when it succeeds so a retry skips it. Default

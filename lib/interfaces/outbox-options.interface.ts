@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { OutboxMessage } from './outbox-message.interface';
+import type { RecordedOutboxMessage } from './outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
 
 /**
@@ -85,7 +85,7 @@ export interface ResolvedOutboxOptions {
 
 export interface OutboxTestingHooks {
   /** After each handler call (routes excluded), with the message it was given and its error, if any. */
-  handlerCalled(handler: string, message: Omit<OutboxMessage, 'signal'>, error: unknown): void;
+  handlerCalled(handler: string, message: RecordedOutboxMessage, error: unknown): void;
 }
 
 export interface ResolvedRoute extends OutboxRoute {

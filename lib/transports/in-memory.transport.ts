@@ -1,8 +1,8 @@
-import type { OutboxMessage } from '../interfaces/outbox-message.interface';
+import type { OutboxMessage, RecordedOutboxMessage } from '../interfaces/outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
+import { snapshotMessage } from '../utils/message-snapshot';
 
-/** A sent message as recorded: the `signal` is left out, it means nothing once the send is over. */
-export type RecordedOutboxMessage = Omit<OutboxMessage, 'signal'>;
+export type { RecordedOutboxMessage } from '../interfaces/outbox-message.interface';
 
 /**
  * Records what it is asked to send instead of sending it, for applications' tests: assert on `sent`
@@ -16,12 +16,9 @@ export class InMemoryTransport implements OutboxTransport {
 
   async send(message: OutboxMessage, route: OutboxRoute): Promise<void> {
     if (this.failures.length > 0) throw this.failures.shift();
-    const { id, topic, key, payload, headers, attempt, createdAt } = message;
-    // Copies of the mutable parts, so the record shows what was sent even if the caller reuses objects.
-    this.sent.push({
-      message: { id, topic, key, payload, headers: { ...headers }, attempt, createdAt: new Date(createdAt) },
-      route,
-    });
+    // The `signal` means nothing once the send is over; the rest is copied, so the record shows what was
+    // sent even if the caller reuses objects.
+    this.sent.push({ message: snapshotMessage(message), route });
   }
 
   /** The recorded messages, in sending order; only those of exactly `topic` when it is given. */
