@@ -217,6 +217,9 @@ async function verify(m: Model, r: Real, touched: Set<string>, command: string):
     await r.store.counts(),
     {
       pending: events.filter(claimable).length,
+      // The model's failures retry at once (no backoff): every claimable row is due, none scheduled.
+      due: events.filter(claimable).length,
+      scheduled: 0,
       inFlight: events.filter(inFlight).length,
       delivered: events.filter((e) => e.status === 'delivered').length,
       dead: events.filter((e) => e.status === 'dead').length,
