@@ -1,7 +1,7 @@
 export { OutboxModule } from './outbox.module';
 export type { OutboxModuleExtras } from './outbox.module-definition';
 export { OutboxService } from './publishing/outbox.service';
-export { OutboxWorker, type OutboxDrainResult } from './delivery/outbox.worker';
+export { OutboxWorker, type OutboxDrainResult, type OutboxPurgeResult } from './delivery/outbox.worker';
 export { OutboxEvents } from './events/outbox-events';
 export type {
   OutboxClaimedEvent,
@@ -27,6 +27,7 @@ export { OutboxHandler } from './decorators/outbox-handler.decorator';
 export {
   OUTBOX_DEFAULTS,
   type OutboxModuleOptions,
+  type OutboxRetentionOptions,
   type OutboxRetryOptions,
   type OutboxTransactionResolver,
   type OutboxWorkerOptions,

@@ -2,9 +2,11 @@ import { DEFAULT_TABLE_NAME, LIMITS } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import type {
   OutboxModuleOptions,
+  OutboxRetentionOptions,
   OutboxRetryOptions,
   OutboxWorkerOptions,
   ResolvedOutboxOptions,
+  ResolvedRetention,
 } from './interfaces/outbox-options.interface';
 import { assertTimeoutBelowLease, resolveRoutes } from './delivery/target-policy';
 import { resolveTransports } from './transports/transport-registry';
@@ -17,12 +19,18 @@ export { validateTableName } from './schema/table-name';
 export type {
   OutboxModuleExtras,
   OutboxModuleOptions,
+  OutboxRetentionOptions,
   OutboxRetryOptions,
   OutboxTransactionResolver,
   OutboxWorkerOptions,
   ResolvedOutboxOptions,
+  ResolvedRetention,
   ResolvedRoute,
 } from './interfaces/outbox-options.interface';
+
+const DAY_MS = 86_400_000;
+/** The longest retention age accepted: ten years, in ms. */
+const MAX_RETENTION_MS = 3650 * DAY_MS;
 
 export const OUTBOX_DEFAULTS = {
   worker: {
@@ -36,8 +44,9 @@ export const OUTBOX_DEFAULTS = {
   },
   retry: { maxAttempts: 10, initialDelayMs: 1000, maxDelayMs: 300_000 },
   maxPayloadBytes: 1024 * 1024,
+  /** `deadMs` has no default: dead letters are kept until you redrive or delete them. */
+  retention: { deliveredMs: 7 * DAY_MS, intervalMs: 60_000, batchSize: 1000 },
 } as const;
-
 
 const TOP_LEVEL_KEYS = [
   'tableName',
@@ -47,6 +56,7 @@ const TOP_LEVEL_KEYS = [
   'worker',
   'retry',
   'maxPayloadBytes',
+  'retention',
   'transports',
   'routes',
 ];
@@ -148,8 +158,29 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
     worker,
     retry,
     maxPayloadBytes: integerOption('maxPayloadBytes', options.maxPayloadBytes, d.maxPayloadBytes, 1, 64 * 1024 * 1024),
+    retention: resolveRetention(options.retention),
     transports,
     routes: resolveRoutes(options.routes, transports, worker, retry),
     testing: undefined,
+  };
+}
+
+/** `false` (retention off), or every value of `retention` checked and defaulted. */
+function resolveRetention(value: unknown): ResolvedRetention | false {
+  if (value === false) return false;
+  if (value !== undefined && !isPlainObject(value)) {
+    throw new OutboxConfigurationError(
+      'retention',
+      `expected false (keep every row) or an object such as { deliveredMs: 604800000 }, got ${describeValue(value)}`,
+    );
+  }
+  const d = OUTBOX_DEFAULTS.retention;
+  const keys: Array<keyof OutboxRetentionOptions> = ['deliveredMs', 'deadMs', 'intervalMs', 'batchSize'];
+  const r = optionSection('retention', value, keys);
+  return {
+    deliveredMs: integerOption('retention.deliveredMs', r.deliveredMs, d.deliveredMs, 1000, MAX_RETENTION_MS),
+    deadMs: r.deadMs === undefined ? undefined : integerOption('retention.deadMs', r.deadMs, 0, 1000, MAX_RETENTION_MS),
+    intervalMs: integerOption('retention.intervalMs', r.intervalMs, d.intervalMs, 1000, DAY_MS),
+    batchSize: integerOption('retention.batchSize', r.batchSize, d.batchSize, 1, 10_000),
   };
 }

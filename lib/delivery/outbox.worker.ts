@@ -20,8 +20,11 @@ import { HandlerInvoker } from './handler-invoker';
 import { OutboxEvents } from '../events/outbox-events';
 import { DeliveryTargets } from './delivery-targets';
 import { TransportRegistry } from '../transports/transport-registry';
+import { OutboxConfigurationError } from '../errors/outbox.errors';
+import { type OutboxPurgeResult, Retention } from './retention';
 
 export type { OutboxDrainResult } from './drain-result';
+export type { OutboxPurgeResult } from './retention';
 
 /**
  * Claims due events, runs their handlers outside any transaction, and records the outcome fenced by
@@ -33,6 +36,9 @@ export type { OutboxDrainResult } from './drain-result';
 export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('OutboxWorker');
   private readonly intervalName: string;
+  private readonly retentionIntervalName: string;
+  /** Absent with `retention: false`. */
+  private readonly retention: Retention | undefined;
   private registry: SchedulerRegistry | undefined;
   /** The run in progress, if any; runs never overlap. */
   private current: Promise<unknown> = Promise.resolve();
@@ -54,6 +60,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     private readonly events: OutboxEvents,
   ) {
     this.intervalName = `outbox-worker:${store.table.path}`;
+    this.retentionIntervalName = `outbox-retention:${store.table.path}`;
+    this.retention = options.retention ? new Retention(options.retention, store, new Logger('OutboxRetention')) : undefined;
     this.writes = new FencedWrites(store, events, this.state);
     const invoker = new HandlerInvoker(events, options.testing);
     this.batch = { options, store, targets, events, state: this.state, writes: this.writes, invoker };
@@ -65,6 +73,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.registry = this.schedulerRegistry();
     const handle = setInterval(() => this.poll(), this.options.worker.pollIntervalMs);
     this.registry.addInterval(this.intervalName, handle);
+    const { retention } = this;
+    if (retention) this.registry.addInterval(this.retentionIntervalName, setInterval(() => retention.tick(), retention.intervalMs));
     this.scope = new AsyncResource('OutboxWorker');
     this.store.onCommitted(() => this.kick());
     this.store.onWakeUpError((error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`));
@@ -85,6 +95,21 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
    */
   drain(): Promise<OutboxDrainResult> {
     return this.exclusive(() => this.runUntil((claimed) => claimed === 0));
+  }
+
+  /**
+   * Runs one retention pass now, after any pass in progress (scheduled or not): deletes delivered
+   * rows older than `retention.deliveredMs` and, with `retention.deadMs`, dead ones older than that,
+   * in batches of `retention.batchSize`. Resolves with how many of each it deleted. Works whether or
+   * not the worker is scheduled in this process; rejects when `retention` is `false`.
+   */
+  purge(): Promise<OutboxPurgeResult> {
+    if (!this.retention) {
+      return Promise.reject(
+        new OutboxConfigurationError('retention', 'retention is off (retention: false), so purge() has nothing to delete'),
+      );
+    }
+    return this.retention.pass();
   }
 
   private poll(): void {
@@ -138,14 +163,16 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   async beforeApplicationShutdown(): Promise<void> {
     this.state.stopping = true;
     await this.store.wakeUp?.close();
-    if (this.registry?.doesExist('interval', this.intervalName)) {
-      this.registry.deleteInterval(this.intervalName);
+    for (const name of [this.intervalName, this.retentionIntervalName]) {
+      if (this.registry?.doesExist('interval', name)) this.registry.deleteInterval(name);
     }
     const timeoutMs = this.options.worker.shutdownTimeoutMs;
     let timer: NodeJS.Timeout | undefined;
-    const finished = await Promise.race([
-      this.current.then(() => true),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    const deadline = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    // A retention pass stops after its current batch; the DataSource must outlive that batch too.
+    const [finished] = await Promise.all([
+      Promise.race([this.current.then(() => true), deadline]),
+      Promise.race([this.retention?.stop(), deadline]),
     ]);
     clearTimeout(timer);
     // From here on the worker writes nothing but what shutdown writes below: a handler that ends late

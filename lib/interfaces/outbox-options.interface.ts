@@ -44,6 +44,21 @@ export interface OutboxRetryOptions {
   maxDelayMs?: number;
 }
 
+/**
+ * Retention: the worker deletes finished rows once they are old enough, by the database clock, in
+ * batches of one short statement each. A dedupe key works only while its row is kept.
+ */
+export interface OutboxRetentionOptions {
+  /** Delivered rows are deleted this long after delivery (`processed_at`), in ms. Default 604800000 (7 days). */
+  deliveredMs?: number;
+  /** Dead letters are deleted this long after they died, in ms. Default: never (kept until redriven or deleted by you). */
+  deadMs?: number;
+  /** How often each worker runs a retention pass, in ms. Default 60000. */
+  intervalMs?: number;
+  /** Most rows one delete statement removes; a pass runs batches until one comes back short. Default 1000. */
+  batchSize?: number;
+}
+
 /** Returns the transactional `EntityManager` of the caller's context, or `undefined` when there is none. */
 export type OutboxTransactionResolver = () => EntityManager | undefined | null;
 
@@ -60,6 +75,11 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
   retry?: OutboxRetryOptions;
   /** Largest serialised payload accepted by `publish()`, in bytes. Default 1 MiB. */
   maxPayloadBytes?: number;
+  /**
+   * Deletes delivered (and, with `deadMs`, dead) rows after a while, on the worker's schedule. `false`:
+   * never (you archive or delete them yourself). Default: delivered rows after 7 days, dead ones kept.
+   */
+  retention?: false | OutboxRetentionOptions;
   /** Destinations outside the process (brokers, webhooks), each with a unique name. */
   transports?: OutboxTransport[];
   /** Which topics go to which transport; an event goes to every matching route and every handler. */
@@ -74,6 +94,7 @@ export interface ResolvedOutboxOptions {
   worker: Required<OutboxWorkerOptions>;
   retry: Required<OutboxRetryOptions>;
   maxPayloadBytes: number;
+  retention: ResolvedRetention | false;
   transports: OutboxTransport[];
   routes: ResolvedRoute[];
   /**
@@ -86,6 +107,14 @@ export interface ResolvedOutboxOptions {
 export interface OutboxTestingHooks {
   /** After each handler call (routes excluded), with the message it was given and its error, if any. */
   handlerCalled(handler: string, message: RecordedOutboxMessage, error: unknown): void;
+}
+
+export interface ResolvedRetention {
+  deliveredMs: number;
+  /** `undefined`: dead letters are kept. */
+  deadMs: number | undefined;
+  intervalMs: number;
+  batchSize: number;
 }
 
 export interface ResolvedRoute extends OutboxRoute {

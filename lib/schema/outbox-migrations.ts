@@ -3,19 +3,29 @@ import { outboxMigrationClass, type OutboxMigrationClass } from './migration-cla
 import { createOutboxMigration } from './outbox.migration';
 import { validateTableName } from './table-name';
 
+export interface OutboxSchemaVersion {
+  version: number;
+  name: string;
+  timestamp: number;
+  /** What the version adds, by which start-up recognises it: a column, or an index (its role in `indexNames`). */
+  marker: { column: string } | { index: 'retention' };
+}
+
 /**
  * The schema versions after the first, in order. Each is released once and never edited: a later
- * change is a new entry. `marker` is a column the version adds, by which start-up recognises it.
+ * change is a new entry.
  */
-export const OUTBOX_SCHEMA_VERSIONS = [
+export const OUTBOX_SCHEMA_VERSIONS: readonly OutboxSchemaVersion[] = [
   // Attempt state as data: lease expiries counted in columns, the outbox's remarks in `note`, so
   // `last_error` keeps the handler's own error.
-  { version: 2, name: 'OutboxAttemptState', timestamp: 1795996800000, marker: 'expired_attempts' },
-] as const;
+  { version: 2, name: 'OutboxAttemptState', timestamp: 1795996800000, marker: { column: 'expired_attempts' } },
+  // Retention reads finished rows by status and age through an index instead of scanning the table.
+  { version: 3, name: 'OutboxRetentionIndex', timestamp: 1796083200000, marker: { index: 'retention' } },
+];
 
 const upgrades = new Map<string, OutboxMigrationClass>();
 
-function upgradeMigration(step: (typeof OUTBOX_SCHEMA_VERSIONS)[number], tableName: string): OutboxMigrationClass {
+function upgradeMigration(step: OutboxSchemaVersion, tableName: string): OutboxMigrationClass {
   const name =
     tableName === DEFAULT_TABLE_NAME ? `${step.name}${step.timestamp}` : `${step.name}_${tableName}${step.timestamp}`;
   const existing = upgrades.get(name);

@@ -6,6 +6,7 @@ import { dialectForType, isSqlite } from '../dialects/dialect-for-type';
 import type {
   FailureUpdate,
   OutboxDialect,
+  RetentionBatch,
   SqlExecutor,
   Statement,
   StatementResult,
@@ -252,6 +253,11 @@ export class OutboxStore implements OnModuleInit {
   async releaseMany(ids: string[], token: string, uncount: boolean): Promise<number> {
     if (ids.length === 0) return 0;
     return (await this.executor.run(this.dialect.release(this.table, ids, token, uncount))).affected;
+  }
+
+  /** Deletes one retention batch (see `RetentionStatements.purge`); returns how many rows it deleted. */
+  purge(args: RetentionBatch): Promise<number> {
+    return this.dialect.purge(this.executor, this.table, args);
   }
 
   async counts(): Promise<OutboxCounts> {

@@ -1,4 +1,5 @@
-import type { OutboxDialect, SqlExecutor } from '../dialects/shared/outbox-dialect.interface';
+import type { OutboxDialect, SqlExecutor, Statement } from '../dialects/shared/outbox-dialect.interface';
+import { indexNames } from '../dialects/shared/dialect.util';
 import { outboxTable, type OutboxTable } from '../dialects/shared/outbox-table';
 import { OutboxSchemaOutdatedError, OutboxTableMissingError } from '../errors/outbox.errors';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
@@ -39,9 +40,13 @@ async function verifySchemaVersion(
   table: OutboxTable,
   tableName: string,
 ): Promise<void> {
-  const { rows } = await executor.run(dialect.columns(table));
-  const columns = new Set(rows.map((row) => String(row.name)));
-  const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !columns.has(step.marker));
+  const names = async (statement: Statement) => new Set((await executor.run(statement)).rows.map((row) => String(row.name)));
+  const columns = await names(dialect.columns(table));
+  const indexes = await names(dialect.indexes(table));
+  const index = indexNames(table.name);
+  const missing = OUTBOX_SCHEMA_VERSIONS.find((step) =>
+    'column' in step.marker ? !columns.has(step.marker.column) : !indexes.has(index[step.marker.index]),
+  );
   if (!missing) return;
   const latest = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version;
   throw new OutboxSchemaOutdatedError(table.path, missing.version - 1, latest, migrationName(tableName, missing.version));

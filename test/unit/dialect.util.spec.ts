@@ -146,6 +146,6 @@ describe('identifiers', () => {
   });
 
   it('names the indexes after the table, as the migration and the query-plan checks expect', () => {
-    expect(indexNames('events')).toEqual({ claim: 'events_claim_idx', dedupe: 'events_dedupe_idx' });
+    expect(indexNames('events')).toEqual({ claim: 'events_claim_idx', dedupe: 'events_dedupe_idx', retention: 'events_retention_idx' });
   });
 });

@@ -20,6 +20,20 @@ describe('resolveOutboxOptions', () => {
     expect(resolved.worker).toEqual(OUTBOX_DEFAULTS.worker);
     expect(resolved.retry).toEqual(OUTBOX_DEFAULTS.retry);
     expect(resolved.maxPayloadBytes).toBe(1024 * 1024);
+    // Delivered rows go after 7 days; dead letters are kept.
+    expect(resolved.retention).toEqual({ ...OUTBOX_DEFAULTS.retention, deadMs: undefined });
+    expect(OUTBOX_DEFAULTS.retention).toEqual({ deliveredMs: 604_800_000, intervalMs: 60_000, batchSize: 1000 });
+  });
+
+  it('turns retention off with false, and defaults what a retention object leaves out', () => {
+    expect(resolveOutboxOptions({ retention: false }).retention).toBe(false);
+    expect(resolveOutboxOptions({ retention: {} }).retention).toEqual({ ...OUTBOX_DEFAULTS.retention, deadMs: undefined });
+    expect(resolveOutboxOptions({ retention: { deadMs: 2_592_000_000, batchSize: 5 } }).retention).toEqual({
+      deliveredMs: 604_800_000,
+      deadMs: 2_592_000_000,
+      intervalMs: 60_000,
+      batchSize: 5,
+    });
   });
 
   it('keeps valid values', () => {
@@ -64,6 +78,19 @@ describe('resolveOutboxOptions', () => {
     ['retry.maxAttempts', { retry: { maxAttempts: 0 } }, /from 1 to 100/],
     ['retry.maxAttempts', { retry: { maxAttempts: 101 } }, /from 1 to 100/],
     ['retry.maxDelayMs', { retry: { initialDelayMs: 5000, maxDelayMs: 100 } }, /from 5000/],
+    ['retention', { retention: true }, /expected false \(keep every row\) or an object/],
+    ['retention', { retention: 'off' }, /the string "off"/],
+    ['retention', { retention: null }, /expected false/],
+    ['retention.deliveredMs', { retention: { deliveredMs: 0 } }, /from 1000 to 315360000000, got 0/],
+    ['retention.deliveredMs', { retention: { deliveredMs: '604800000' } }, /Number\(\)/],
+    ['retention.deliveredMs', { retention: { deliveredMs: 1e15 } }, /from 1000 to 315360000000/],
+    ['retention.deadMs', { retention: { deadMs: 999 } }, /from 1000/],
+    ['retention.deadMs', { retention: { deadMs: Infinity } }, /whole number/],
+    ['retention.deadMs', { retention: { deadMs: null } }, /whole number/],
+    ['retention.intervalMs', { retention: { intervalMs: 10 } }, /from 1000 to 86400000/],
+    ['retention.batchSize', { retention: { batchSize: 0 } }, /from 1 to 10000, got 0/],
+    ['retention.batchSize', { retention: { batchSize: 2.5 } }, /whole number/],
+    ['retention.maxAgeMs', { retention: { maxAgeMs: 1000 } }, /unknown option; allowed here: deliveredMs, deadMs, intervalMs, batchSize/],
     ['tableName', { tableName: 'drop table;' }, /letters, digits, underscore/],
     ['tableName', { tableName: '1abc' }, /not starting with a digit/],
     ['tableName', { tableName: 'a'.repeat(49) }, /1 to 48/],

@@ -26,6 +26,7 @@ describe('released schema versions', () => {
     expect({
       v1: { up: dialect.createSchema(table), down: dialect.dropSchema(table) },
       v2: { up: dialect.upgrade(2, table), down: dialect.downgrade(2, table) },
+      v3: { up: dialect.upgrade(3, table), down: dialect.downgrade(3, table) },
     }).toEqual(released[key]);
   });
 });

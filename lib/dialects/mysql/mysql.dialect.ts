@@ -1,23 +1,11 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
-import {
-  decodeRow,
-  driverErrno,
-  indexNames,
-  INSERT_COLUMNS,
-  insertParams,
-  LEASE_EXPIRED,
-  NO_OUTCOME,
-  requireSchemaVersion,
-  V1_CLAIM_NOTES,
-  moveNoOutcomeNotes,
-  restoreV1Notes,
-  onDedupeConflict,
-  requireVersion,
-} from '../shared/dialect.util';
+import { decodeRow, driverErrno, indexNames, INSERT_COLUMNS, insertParams, LEASE_EXPIRED, NO_OUTCOME } from '../shared/dialect.util';
+import { requireSchemaVersion, V1_CLAIM_NOTES, moveNoOutcomeNotes, restoreV1Notes, onDedupeConflict, requireVersion } from '../shared/dialect.util';
+import { indexesOf, purgeBatch, purgeSelection, retentionIndex } from './mysql-retention';
+import { NOW, q, qt } from './mysql-sql';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 
-const NOW = 'UTC_TIMESTAMP(6)';
 const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
 /**
  * The table for a fenced write by id. Left to itself the optimizer may read those rows through the
@@ -50,13 +38,6 @@ const COLUMNS = [
   utc('created_at'),
   utc('processed_at'),
 ].join(', ');
-
-function q(name: string): string {
-  return `\`${name.replace(/`/g, '``')}\``;
-}
-
-/** The table in the connection's database: TypeORM's `schema` option is PostgreSQL's alone. */
-const qt = (table: OutboxTable) => q(table.name);
 
 /** A JavaScript Date as a DATETIME(6) literal in UTC. */
 function utcDatetime(date: Date): string {
@@ -134,6 +115,7 @@ export class MysqlDialect implements OutboxDialect {
   }
 
   upgrade(version: number, table: OutboxTable): string[] {
+    if (version === 3) return retentionIndex(table).up;
     const t = qt(table);
     requireSchemaVersion(version);
     const [expired] = V1_CLAIM_NOTES;
@@ -149,6 +131,7 @@ export class MysqlDialect implements OutboxDialect {
   }
 
   downgrade(version: number, table: OutboxTable): string[] {
+    if (version === 3) return retentionIndex(table).down;
     const t = qt(table);
     requireSchemaVersion(version);
     return [
@@ -295,5 +278,8 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
+  indexes = indexesOf;
+  purge = purgeBatch;
+  purgeSelection = purgeSelection;
   decode = decodeRow;
 }

@@ -1,10 +1,14 @@
 import type { DataSource } from 'typeorm';
 import { PostgresWakeUp } from './postgres-wake-up';
-import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import { decodeRow, finishedStatus, INSERT_COLUMNS, partialRetentionIndex, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
+
+/** Finished rows of `status` older than $1 ms by the database clock. */
+const finished = (status: string, o = '') =>
+  `${o}"status" = '${finishedStatus(status)}' AND ${o}"processed_at" < now() - $1::bigint * interval '1 millisecond'`;
 
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
 
@@ -80,6 +84,7 @@ export class PostgresDialect implements OutboxDialect {
   }
 
   upgrade(version: number, table: OutboxTable): string[] {
+    if (version === 3) return partialRetentionIndex(table).up;
     const t = quoteTable(table);
     requireSchemaVersion(version);
     const [expired] = V1_CLAIM_NOTES;
@@ -94,6 +99,7 @@ export class PostgresDialect implements OutboxDialect {
   }
 
   downgrade(version: number, table: OutboxTable): string[] {
+    if (version === 3) return partialRetentionIndex(table).down;
     const t = quoteTable(table);
     requireSchemaVersion(version);
     return [
@@ -106,6 +112,16 @@ export class PostgresDialect implements OutboxDialect {
     return {
       sql:
         'SELECT a.attname AS "name" FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
+      params: [quoteTable(table)],
+    };
+  }
+
+  indexes(table: OutboxTable): Statement {
+    return {
+      // An index a failed CREATE INDEX CONCURRENTLY left behind is invalid: it does not count.
+      sql:
+        'SELECT c.relname AS "name" FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid ' +
+        'WHERE i.indrelid = to_regclass($1) AND i.indisvalid',
       params: [quoteTable(table)],
     };
   }
@@ -202,6 +218,25 @@ export class PostgresDialect implements OutboxDialect {
         `"attempts" = "attempts" - $3::int WHERE "id" = ANY($1::uuid[]) AND ${LIVE_LEASE}`,
       params: [ids, token, uncount ? 1 : 0],
     };
+  }
+
+  purgeSelection(table: OutboxTable, a: RetentionBatch): Statement {
+    return {
+      sql:
+        `SELECT "id" FROM ${quoteTable(table)} WHERE ${finished(a.status)} ` +
+        'ORDER BY "processed_at" LIMIT $2 FOR UPDATE SKIP LOCKED',
+      params: [a.olderThanMs, a.batchSize],
+    };
+  }
+
+  async purge(executor: SqlExecutor, table: OutboxTable, a: RetentionBatch) {
+    // One statement: rows another purge (or anyone) has locked are skipped, not waited for.
+    const { affected } = await executor.run({
+      sql: `WITH picked AS (${this.purgeSelection(table, a).sql})
+        DELETE FROM ${quoteTable(table)} AS o USING picked WHERE o."id" = picked."id" AND ${finished(a.status, 'o.')}`,
+      params: [a.olderThanMs, a.batchSize],
+    });
+    return affected;
   }
 
   counts(table: OutboxTable): Statement {

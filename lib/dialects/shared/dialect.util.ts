@@ -45,7 +45,7 @@ export function quoteTable(table: OutboxTable): string {
 }
 
 export function indexNames(table: string) {
-  return { claim: `${table}_claim_idx`, dedupe: `${table}_dedupe_idx` };
+  return { claim: `${table}_claim_idx`, dedupe: `${table}_dedupe_idx`, retention: `${table}_retention_idx` };
 }
 
 function parseJson(value: unknown): unknown {
@@ -138,7 +138,7 @@ export function previousAttemptExpired(event: StoredEvent): boolean {
   return event.lastExpiredAttempt !== null && event.lastExpiredAttempt === event.attempts - 1;
 }
 
-/** The dialects build schema version 1 (`createSchema`) and one change after it, to version 2. */
+/** Guards the dialects' version-2 change (version 3 is `retentionIndex`, checked before it). */
 export function requireSchemaVersion(version: number): void {
   if (version !== 2) throw new Error(`no outbox schema change leads to version ${version}`);
 }
@@ -168,4 +168,27 @@ export function partialIndexes(t: string, table: OutboxTable): string[] {
     `CREATE INDEX ${quoteIdent(idx.claim)} ON ${t} ("available_at", "id") WHERE "status" = 'pending'`,
     `CREATE UNIQUE INDEX ${quoteIdent(idx.dedupe)} ON ${t} ("dedupe_key") WHERE "dedupe_key" IS NOT NULL`,
   ];
+}
+
+/** The finished rows retention deletes, as a partial index's predicate (an OR, which SQLite matches term by term). */
+const FINISHED = `"status" = 'delivered' OR "status" = 'dead'`;
+
+/**
+ * Version 3 on PostgreSQL and SQLite: finished rows by status and age, the order retention deletes them
+ * in. IF NOT EXISTS, so that an index built beforehand under this name (CONCURRENTLY, on a big
+ * PostgreSQL table) is kept.
+ */
+export function partialRetentionIndex(table: OutboxTable): { up: string[]; down: string[] } {
+  const name = indexNames(table.name).retention;
+  return {
+    up: [`CREATE INDEX IF NOT EXISTS ${quoteIdent(name)} ON ${quoteTable(table)} ("status", "processed_at") WHERE ${FINISHED}`],
+    // An index lives in its table's schema.
+    down: [`DROP INDEX ${quoteTable({ ...table, name })}`],
+  };
+}
+
+/** The status retention deletes, checked before it is written into SQL as a literal (which partial indexes need). */
+export function finishedStatus(status: string): 'delivered' | 'dead' {
+  if (status !== 'delivered' && status !== 'dead') throw new Error(`retention deletes delivered or dead rows, not "${status}"`);
+  return status;
 }

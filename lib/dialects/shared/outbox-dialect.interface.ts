@@ -83,6 +83,8 @@ export interface SchemaStatements {
   downgrade(version: number, table: OutboxTable): string[];
   /** One row per column of the table, with its name in `name`. */
   columns(table: OutboxTable): Statement;
+  /** One row per usable index of the table, with its name in `name`. */
+  indexes(table: OutboxTable): Statement;
   /** One row with a `found` column, non-zero (or true) when the table exists where statements look for it. */
   tableExists(table: OutboxTable): Statement;
   /** DDL that moves a table, with its rows and indexes, from `from` to `to` (for an operator to run). */
@@ -129,8 +131,34 @@ export interface DeliveryStatements {
 }
 
 /**
+ * Retention: deleting finished rows in bounded batches, by the database clock, so that any number of
+ * workers may run it at once without waiting for each other or deleting a row twice.
+ */
+export interface RetentionStatements {
+  /**
+   * Deletes at most `batchSize` rows of `status` whose `processed_at` is more than `olderThanMs` ago by
+   * the database clock, oldest first, in one short statement or transaction that skips rows another
+   * session has locked; returns how many it deleted.
+   */
+  purge(executor: SqlExecutor, table: OutboxTable, args: RetentionBatch): Promise<number>;
+  /** The selection of one batch (locking where the database can), for EXPLAIN in tests and operations. */
+  purgeSelection(table: OutboxTable, args: RetentionBatch): Statement;
+}
+
+export interface RetentionBatch {
+  status: 'delivered' | 'dead';
+  olderThanMs: number;
+  batchSize: number;
+}
+
+/**
  * Everything that differs between databases: SQL text, placeholders, time arithmetic, decoding.
  * The store and the worker use only this, so they never branch on the database type. One interface
  * per feature; a feature to come (operations, ordering, an inbox) adds its own beside these.
  */
-export interface OutboxDialect extends DialectTraits, SchemaStatements, PublishStatements, DeliveryStatements {}
+export interface OutboxDialect
+  extends DialectTraits,
+    SchemaStatements,
+    PublishStatements,
+    DeliveryStatements,
+    RetentionStatements {}

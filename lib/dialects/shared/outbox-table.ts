@@ -25,7 +25,8 @@ export function outboxTableOn(dataSource: DataSource, tableName: string): Outbox
   const options = dataSource.options as { type: string; schema?: string; entityPrefix?: string };
   const name = options.entityPrefix ? dataSource.namingStrategy.prefixTableName(options.entityPrefix, tableName) : tableName;
   if (!LIMITS.tableName.test(name)) {
-    // Index names add up to 11 characters to the table's; 48 keeps them within every database's limit.
+    // Index names add up to 14 characters to the table's (`_retention_idx`); 48 keeps them within every
+    // database's limit (PostgreSQL's 63).
     throw new OutboxConfigurationError(
       'tableName',
       `with the DataSource's entityPrefix "${options.entityPrefix}" the table name becomes "${name}", which is not ` +

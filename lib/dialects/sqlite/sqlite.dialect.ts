@@ -1,6 +1,6 @@
-import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import { decodeRow, finishedStatus, INSERT_COLUMNS, partialRetentionIndex, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 
@@ -68,6 +68,7 @@ export class SqliteDialect implements OutboxDialect {
   }
 
   upgrade(version: number, table: OutboxTable): string[] {
+    if (version === 3) return partialRetentionIndex(table).up;
     const t = quoteTable(table);
     requireSchemaVersion(version);
     const [expired] = V1_CLAIM_NOTES;
@@ -84,6 +85,7 @@ export class SqliteDialect implements OutboxDialect {
   }
 
   downgrade(version: number, table: OutboxTable): string[] {
+    if (version === 3) return partialRetentionIndex(table).down;
     const t = quoteTable(table);
     requireSchemaVersion(version);
     return [
@@ -96,6 +98,10 @@ export class SqliteDialect implements OutboxDialect {
 
   columns(table: OutboxTable): Statement {
     return { sql: 'SELECT "name" FROM pragma_table_info(?)', params: [table.name] };
+  }
+
+  indexes(table: OutboxTable): Statement {
+    return { sql: 'SELECT "name" FROM pragma_index_list(?)', params: [table.name] };
   }
 
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>) {
@@ -211,6 +217,22 @@ export class SqliteDialect implements OutboxDialect {
         `"attempts" = "attempts" - ? WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
       params: [uncount ? 1 : 0, ...ids, token],
     };
+  }
+
+  purgeSelection(table: OutboxTable, a: RetentionBatch): Statement {
+    return {
+      sql:
+        `SELECT rowid FROM ${quoteTable(table)} WHERE "status" = '${finishedStatus(a.status)}' ` +
+        `AND "processed_at" < ${NOW_PLUS} ORDER BY "processed_at" LIMIT ?`,
+      params: [sqliteOffset(-a.olderThanMs), a.batchSize],
+    };
+  }
+
+  async purge(executor: SqlExecutor, table: OutboxTable, a: RetentionBatch) {
+    // One writer at a time: the statement deletes what it selects, and no other purge can interleave.
+    const { sql, params } = this.purgeSelection(table, a);
+    const { affected } = await executor.run({ sql: `DELETE FROM ${quoteTable(table)} WHERE rowid IN (${sql})`, params });
+    return affected;
   }
 
   counts(table: OutboxTable): Statement {

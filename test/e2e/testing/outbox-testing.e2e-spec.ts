@@ -68,7 +68,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
   const publish = (topic: string, payload: unknown) =>
     app.txHost.withTransaction(() => app.outbox.publish(topic, payload));
 
-  it('schedules no worker: nothing is delivered until drain()', async () => {
+  it('schedules no worker and no retention: nothing is delivered until drain()', async () => {
     const outbox = OutboxTesting.from(app.module);
     expect(app.module.get(SchedulerRegistry).getIntervals()).toEqual([]);
 
