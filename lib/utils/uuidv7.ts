@@ -16,15 +16,31 @@ function random10(): Buffer {
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
+/** The last id's milliseconds and its 12-bit sequence (`rand_a`): ids of one process only grow. */
+let lastMs = -1;
+let sequence = 0;
+/** How far behind the last id's time a clock may be and still count as the same millisecond. */
+const CLOCK_SLACK_MS = 1000;
+
 /**
- * A UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, then 74 random bits. Ids sort roughly
- * by creation time, which keeps the primary-key index compact; nothing relies on that order.
+ * A UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, a 12-bit sequence, then 62 random bits.
+ * Within a process ids are strictly increasing (the sequence counts up within a millisecond, starting
+ * at a random value below 2048; when it runs out the time moves a millisecond ahead), so ordering by
+ * id is ordering by creation; across processes, by creation millisecond.
  */
 export function uuidv7(now: number = Date.now()): string {
+  if (now > lastMs || lastMs - now > CLOCK_SLACK_MS) {
+    lastMs = now;
+    sequence = random10()[0] << 3;
+  } else if (++sequence > 0xfff) {
+    lastMs++;
+    sequence = 0;
+  }
   const bytes = Buffer.allocUnsafe(16);
-  bytes.writeUIntBE(now, 0, 6);
+  bytes.writeUIntBE(lastMs, 0, 6);
   random10().copy(bytes, 6);
-  bytes[6] = (bytes[6] & 0x0f) | 0x70;
+  bytes[6] = 0x70 | (sequence >> 8);
+  bytes[7] = sequence & 0xff;
   bytes[8] = (bytes[8] & 0x3f) | 0x80;
   let s = '';
   for (let i = 0; i < 16; i++) {

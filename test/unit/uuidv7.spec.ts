@@ -16,4 +16,11 @@ describe('uuidv7', () => {
     const ids = new Set(Array.from({ length: 20_000 }, () => uuidv7(1_700_000_000_000)));
     expect(ids.size).toBe(20_000);
   });
+
+  it('grows strictly within a process, also within one millisecond and past 4096 ids in it', () => {
+    const at = Date.UTC(2026, 11, 1, 6, 0, 0, 0);
+    const ids = Array.from({ length: 10_000 }, () => uuidv7(at));
+    expect([...ids].sort()).toEqual(ids);
+    expect(parseInt(ids[0].replace(/-/g, '').slice(0, 12), 16)).toBe(at);
+  });
 });
