@@ -103,7 +103,8 @@ export async function createTables(db: Db, r: Raw, table: string): Promise<void>
   await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
   const type = db === 'postgres' ? 'postgres' : db === 'mariadb' ? 'mariadb' : 'better-sqlite3';
   const dialect = dialectForType(type);
-  for (const sql of [...dialect.createSchema(outboxTable(table)), ...dialect.upgrade(2, outboxTable(table)), ...dialect.upgrade(3, outboxTable(table))]) await r.query(sql);
+  const steps = [2, 3, 4].flatMap((version) => dialect.upgrade(version, outboxTable(table)));
+  for (const sql of [...dialect.createSchema(outboxTable(table)), ...steps]) await r.query(sql);
   await r.query(`CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`);
 }
 

@@ -1,6 +1,24 @@
 export { OutboxModule } from './outbox.module';
 export type { OutboxModuleExtras } from './outbox.module-definition';
 export { OutboxService } from './publishing/outbox.service';
+export { OutboxOperations } from './operations/outbox-operations.service';
+export type {
+  OutboxAttemptView,
+  OutboxEventDetails,
+  OutboxEventFilter,
+  OutboxEventPage,
+  OutboxEventState,
+  OutboxEventView,
+  OutboxFailureGroup,
+  OutboxOperationOptions,
+  OutboxOperationResult,
+  OutboxPageRequest,
+  OutboxRedriveOptions,
+  OutboxSelection,
+  OutboxSkippedEvent,
+  OutboxStats,
+  OutboxTopicStats,
+} from './interfaces/outbox-operations.interface';
 export { OutboxWorker, type OutboxDrainResult, type OutboxPurgeResult } from './delivery/outbox.worker';
 export { OutboxEvents } from './events/outbox-events';
 export type {
@@ -61,7 +79,12 @@ export {
   createOutboxEntity,
   type OutboxEventEntityClass,
 } from './schema/outbox-event.entity';
-export type { OutboxEventRecord, OutboxStatus } from './interfaces/outbox-event-record.interface';
+export type {
+  OutboxAttemptOutcome,
+  OutboxAttemptRecord,
+  OutboxEventRecord,
+  OutboxStatus,
+} from './interfaces/outbox-event-record.interface';
 export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './schema/outbox.migration';
 export { OutboxMigrations, createOutboxMigrations } from './schema/outbox-migrations';
 export {

@@ -8,6 +8,7 @@ import { resolveOutboxOptions, type OutboxModuleOptions, type ResolvedOutboxOpti
 import { DeliveryTargets } from './delivery/delivery-targets';
 import { OutboxExplorer } from './delivery/outbox.explorer';
 import { OutboxService } from './publishing/outbox.service';
+import { OutboxOperations } from './operations/outbox-operations.service';
 import { OutboxWorker } from './delivery/outbox.worker';
 import { OutboxEvents } from './events/outbox-events';
 import { TransportRegistry } from './transports/transport-registry';
@@ -60,11 +61,12 @@ export function resolveModuleOptions(raw: OutboxModuleOptions | undefined, extra
     },
     DeliveryTargets,
     OutboxService,
+    OutboxOperations,
     OutboxExplorer,
     OutboxWorker,
     OutboxEvents,
   ],
-  exports: [OutboxService, OutboxWorker, OutboxEvents],
+  exports: [OutboxService, OutboxOperations, OutboxWorker, OutboxEvents],
 })
 export class OutboxModule extends OutboxConfigurableModuleClass {
   /**

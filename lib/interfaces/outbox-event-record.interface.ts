@@ -1,5 +1,20 @@
 export type OutboxStatus = 'pending' | 'delivered' | 'dead';
 
+/** How an attempt that did not succeed ended: a successful attempt is the delivered row itself. */
+export type OutboxAttemptOutcome = 'failed' | 'dead' | 'expired' | 'released';
+
+/** One recorded attempt of an event, with the database's times. */
+export interface OutboxAttemptRecord {
+  attempt: number;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  outcome: OutboxAttemptOutcome;
+  /** The error it recorded (its first 500 characters), for `failed` and `dead`. */
+  error: string | null;
+  /** The event's redrive count when the attempt ran: 0 before its first redrive. */
+  round: number;
+}
+
 /** One row of the outbox table, as the worker and the entity read it on every database. */
 export interface OutboxEventRecord {
   id: string;
@@ -27,4 +42,10 @@ export interface OutboxEventRecord {
   createdAt: Date;
   /** When the event was delivered or dead-lettered. */
   processedAt: Date | null;
+  /** When its current (or last) attempt was claimed. */
+  claimedAt: Date | null;
+  /** The last attempts that did not succeed (failed, dead-lettered, expired, given back), oldest first. */
+  attemptLog: OutboxAttemptRecord[];
+  /** How many times an operator redrove it from the dead letters. */
+  redriveCount: number;
 }

@@ -1,7 +1,8 @@
 import { Column, Entity, PrimaryColumn, type ValueTransformer } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
 import { validateTableName } from './table-name';
-import type { OutboxEventRecord, OutboxStatus } from '../interfaces/outbox-event-record.interface';
+import type { OutboxAttemptRecord, OutboxEventRecord, OutboxStatus } from '../interfaces/outbox-event-record.interface';
+import { decodeAttemptLog } from '../dialects/shared/attempt-log';
 
 /** JSON columns are `jsonb` on PostgreSQL and TEXT on SQLite; read them the same way on both. */
 const json: ValueTransformer = {
@@ -12,6 +13,12 @@ const json: ValueTransformer = {
 const time: ValueTransformer = {
   to: (value: unknown) => (value instanceof Date ? value.toISOString() : value),
   from: (value: unknown) => (value == null || value instanceof Date ? value : new Date(String(value))),
+};
+
+/** The attempt history, decoded as the operations service returns it (NULL is an empty history). */
+const attemptLog: ValueTransformer = {
+  to: (value: unknown) => value,
+  from: (value: unknown) => decodeAttemptLog(value),
 };
 
 export type OutboxEventEntityClass = new () => OutboxEventRecord;
@@ -49,6 +56,9 @@ export function createOutboxEntity(tableName: string = DEFAULT_TABLE_NAME): Outb
     @Column({ name: 'note', type: 'text', nullable: true }) note!: string | null;
     @Column({ name: 'created_at', type: 'varchar', transformer: time }) createdAt!: Date;
     @Column({ name: 'processed_at', type: 'varchar', nullable: true, transformer: time }) processedAt!: Date | null;
+    @Column({ name: 'claimed_at', type: 'varchar', nullable: true, transformer: time }) claimedAt!: Date | null;
+    @Column({ name: 'attempt_log', type: 'text', nullable: true, transformer: attemptLog }) attemptLog!: OutboxAttemptRecord[];
+    @Column({ name: 'redrive_count', type: 'integer' }) redriveCount!: number;
   }
   const named = tableName === DEFAULT_TABLE_NAME ? 'OutboxEventEntity' : `OutboxEventEntity_${tableName}`;
   Object.defineProperty(OutboxEvent, 'name', { value: named });

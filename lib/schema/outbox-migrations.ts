@@ -21,6 +21,8 @@ export const OUTBOX_SCHEMA_VERSIONS: readonly OutboxSchemaVersion[] = [
   { version: 2, name: 'OutboxAttemptState', timestamp: 1795996800000, marker: { column: 'expired_attempts' } },
   // Retention reads finished rows by status and age through an index instead of scanning the table.
   { version: 3, name: 'OutboxRetentionIndex', timestamp: 1796083200000, marker: { index: 'retention' } },
+  // Operations: when the current attempt started, the last attempts' history, how often it was redriven.
+  { version: 4, name: 'OutboxAttemptHistory', timestamp: 1796169600000, marker: { column: 'redrive_count' } },
 ];
 
 const upgrades = new Map<string, OutboxMigrationClass>();

@@ -37,6 +37,12 @@ export class CommitWatcher {
     this.listeners.push(listener);
   }
 
+  /** Events became claimable (a commit, an operator's redrive): workers look now, here and on other instances. */
+  madeDue(): void {
+    this.wakeUp?.notify();
+    for (const listener of this.listeners) listener();
+  }
+
   /**
    * Marks `runner`'s transaction as one that publishes here, and returns the list its published events
    * go into (for the `published` lifecycle event at the commit).
@@ -58,8 +64,7 @@ export class CommitWatcher {
         if (published.length > 0 && this.events.observed) {
           this.events.emit({ type: 'published', ids: published.map((p) => p.id), topics: published.map((p) => p.topic) });
         }
-        this.wakeUp?.notify();
-        for (const listener of this.listeners) listener();
+        this.madeDue();
       },
       afterTransactionRollback: (event) => {
         const runner = event.queryRunner;

@@ -25,6 +25,7 @@ import { uuidv7 } from '../utils/uuidv7';
 import { CommitWatcher, transactionDepth } from './commit-watcher';
 import { createSqlExecutor, queryOn } from './sql-executor';
 import { verifyOutboxTable } from './table-check';
+import { insertChunks } from './insert-chunks';
 
 export interface ClaimResult {
   token: string;
@@ -40,11 +41,6 @@ export interface ClaimResult {
   undecodable: Array<{ id: string; topic: string; attempts: number; error: string; deadLettered: boolean }>;
 }
 
-const COLUMNS_PER_INSERTED_ROW = 8;
-/** The INSERT's own text, generously; and a row's beyond its payload and headers (ids, keys, topic, times). */
-const INSERT_STATEMENT_BYTES = 1024;
-const INSERT_ROW_BYTES = 2048;
-
 /**
  * The outbox table's operations, bound to one DataSource and table. Publishing runs on the caller's
  * transactional manager; the worker's operations are each one short statement of their own.
@@ -57,7 +53,7 @@ export class OutboxStore implements OnModuleInit {
   readonly wakeUp: WakeUpChannel | undefined;
   private readonly commits: CommitWatcher;
   /** The worker's way to the database: each statement or transaction outside any application transaction. */
-  private readonly executor: SqlExecutor;
+  readonly executor: SqlExecutor;
 
   /** Where the table lives: TypeORM's `entityPrefix` and PostgreSQL `schema` of the DataSource apply. */
   readonly table: OutboxTable;
@@ -90,6 +86,11 @@ export class OutboxStore implements OnModuleInit {
   /** Calls `listener` after every commit of a transaction that published events. */
   onCommitted(listener: () => void): void {
     this.commits.onCommitted(listener);
+  }
+
+  /** Wakes the workers, here and (where the database can) elsewhere: events became due. */
+  eventsMadeDue(): void {
+    this.commits.madeDue();
   }
 
   /**
@@ -135,7 +136,7 @@ export class OutboxStore implements OnModuleInit {
 
     const runner = manager.queryRunner!;
     const published = this.commits.published(runner);
-    for (const chunk of this.insertChunks(fresh)) await this.runIn(manager, this.dialect.insert(this.table, chunk));
+    for (const chunk of insertChunks(fresh, this.dialect)) await this.runIn(manager, this.dialect.insert(this.table, chunk));
 
     // A concurrent transaction may have committed the same dedupe key between the check and the
     // insert; ON CONFLICT DO NOTHING then skipped our row, so resolve it against the winner.
@@ -159,34 +160,6 @@ export class OutboxStore implements OnModuleInit {
       }
     }
     return results;
-  }
-
-  /**
-   * Runs of rows that fit one INSERT each: by bound parameters, and where the server caps the size of
-   * a statement (MySQL's max_allowed_packet), by bytes too — the driver inlines the values, escaping
-   * may double them, and a row that alone is too big still goes alone (the server then says so).
-   */
-  private insertChunks<T extends { event: ValidatedEvent }>(rows: T[]): T[][] {
-    const maxRows = Math.floor(this.dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
-    const maxBytes = this.dialect.maxStatementBytes;
-    const chunks: T[][] = [];
-    let chunk: T[] = [];
-    let bytes = INSERT_STATEMENT_BYTES;
-    for (const row of rows) {
-      const size =
-        maxBytes === undefined
-          ? 0
-          : INSERT_ROW_BYTES + 2 * (Buffer.byteLength(row.event.payloadJson) + Buffer.byteLength(row.event.headersJson));
-      if (chunk.length > 0 && (chunk.length === maxRows || (maxBytes !== undefined && bytes + size > maxBytes))) {
-        chunks.push(chunk);
-        chunk = [];
-        bytes = INSERT_STATEMENT_BYTES;
-      }
-      chunk.push(row);
-      bytes += size;
-    }
-    if (chunk.length > 0) chunks.push(chunk);
-    return chunks;
   }
 
   private resolveDuplicate(stored: StoredEvent, event: ValidatedEvent): PublishResult {

@@ -50,7 +50,8 @@ export function createSqlExecutor(
         withRetry(async () => {
           const runner = dataSource.createQueryRunner();
           try {
-            await runner.startTransaction('READ COMMITTED');
+            // SQLite (the gated database) has one writer and only SERIALIZABLE transactions.
+            await runner.startTransaction(gate ? undefined : 'READ COMMITTED');
             try {
               const result = await work((statement) => queryOn(runner, statement));
               await runner.commitTransaction();

@@ -39,6 +39,13 @@ describe('decodeRow', () => {
       last_expired_attempt: '1',
       note: 'attempt 1 of 5 did not finish',
       processed_at: '2026-01-03T00:00:00.000Z',
+      claimed_at: '2026-01-02T03:03:05.678Z',
+      // Each database writes times into JSON its own way: PostgreSQL with an offset, MySQL as set, SQLite as stored.
+      attempt_log:
+        '[{"attempt":1,"startedAt":"2026-01-02T03:00:00.123456+00:00","finishedAt":"2026-01-02T03:00:01.5Z",' +
+        '"outcome":"failed","error":"boom","round":0},' +
+        '{"attempt":2,"startedAt":"2026-01-02 03:01:00.000001","finishedAt":null,"outcome":"released","error":null,"round":1}]',
+      redrive_count: '1',
     });
     expect(event).toEqual({
       id: 'e1',
@@ -58,6 +65,19 @@ describe('decodeRow', () => {
       note: 'attempt 1 of 5 did not finish',
       createdAt: new Date('2026-01-01T00:00:00.000Z'),
       processedAt: new Date('2026-01-03T00:00:00.000Z'),
+      claimedAt: new Date('2026-01-02T03:03:05.678Z'),
+      attemptLog: [
+        {
+          attempt: 1,
+          startedAt: new Date('2026-01-02T03:00:00.123Z'),
+          finishedAt: new Date('2026-01-02T03:00:01.500Z'),
+          outcome: 'failed',
+          error: 'boom',
+          round: 0,
+        },
+        { attempt: 2, startedAt: new Date('2026-01-02T03:01:00.000Z'), finishedAt: null, outcome: 'released', error: null, round: 1 },
+      ],
+      redriveCount: 1,
     });
   });
 
@@ -86,6 +106,7 @@ describe('decodeRow', () => {
     expect(event.completedHandlers).toEqual([]);
     expect(event).toMatchObject({ key: null, dedupeKey: null, claimToken: null, lastError: null, processedAt: null });
     expect(event).toMatchObject({ expiredAttempts: 0, lastExpiredAttempt: null, note: null });
+    expect(event).toMatchObject({ claimedAt: null, attemptLog: [], redriveCount: 0 });
     // NULL in the JSON columns (never written by the outbox) reads as empty too.
     const nulls = decodeRow({ ...base, headers: null, completed_handlers: null });
     expect(nulls.headers).toEqual({});

@@ -27,6 +27,7 @@ describe('released schema versions', () => {
       v1: { up: dialect.createSchema(table), down: dialect.dropSchema(table) },
       v2: { up: dialect.upgrade(2, table), down: dialect.downgrade(2, table) },
       v3: { up: dialect.upgrade(3, table), down: dialect.downgrade(3, table) },
+      v4: { up: dialect.upgrade(4, table), down: dialect.downgrade(4, table) },
     }).toEqual(released[key]);
   });
 });

@@ -2,7 +2,10 @@ import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../sh
 import { decodeRow, driverErrno, indexNames, INSERT_COLUMNS, insertParams, LEASE_EXPIRED, NO_OUTCOME } from '../shared/dialect.util';
 import { requireSchemaVersion, V1_CLAIM_NOTES, moveNoOutcomeNotes, restoreV1Notes, onDedupeConflict, requireVersion } from '../shared/dialect.util';
 import { indexesOf, purgeBatch, purgeSelection, retentionIndex } from './mysql-retention';
-import { NOW, q, qt } from './mysql-sql';
+import { COLUMNS, NOW, q, qt, utcDatetime, utcText } from './mysql-sql';
+import { mysqlFlavor } from './mysql-flavor';
+import { attemptHistoryColumns, json } from './mysql-history';
+import { appendAttempt, LOGGED_ERROR_LENGTH } from '../shared/attempt-log';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 
@@ -17,32 +20,6 @@ const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
 const byId = (table: OutboxTable) => `${qt(table)} FORCE INDEX (PRIMARY)`;
 
 const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`available_at\` > ${NOW}`;
-/** Times leave the server as UTC ISO-8601 text, so neither mysql2's `timezone` nor the session's matters. */
-const utc = (column: string) => `DATE_FORMAT(\`${column}\`, '%Y-%m-%dT%H:%i:%s.%fZ') AS \`${column}\``;
-const COLUMNS = [
-  '`id`',
-  '`topic`',
-  '`key`',
-  '`dedupe_key`',
-  '`payload`',
-  '`headers`',
-  '`status`',
-  '`attempts`',
-  utc('available_at'),
-  '`claim_token`',
-  '`completed_handlers`',
-  '`last_error`',
-  '`expired_attempts`',
-  '`last_expired_attempt`',
-  '`note`',
-  utc('created_at'),
-  utc('processed_at'),
-].join(', ');
-
-/** A JavaScript Date as a DATETIME(6) literal in UTC. */
-function utcDatetime(date: Date): string {
-  return date.toISOString().replace('T', ' ').replace('Z', '');
-}
 
 /**
  * MySQL 8.0.13+ and MariaDB 10.6+ (InnoDB, through mysql2): `DATETIME(6)` in UTC compared with
@@ -53,6 +30,7 @@ function utcDatetime(date: Date): string {
 export class MysqlDialect implements OutboxDialect {
   readonly name = 'mysql';
   readonly maxParameters = 65_535;
+  readonly flavor = mysqlFlavor;
 
   /** The server's max_allowed_packet: a bigger INSERT fails with ER_NET_PACKET_TOO_LARGE. */
   maxStatementBytes: number | undefined;
@@ -116,6 +94,7 @@ export class MysqlDialect implements OutboxDialect {
 
   upgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return retentionIndex(table).up;
+    if (version === 4) return attemptHistoryColumns(table).up;
     const t = qt(table);
     requireSchemaVersion(version);
     const [expired] = V1_CLAIM_NOTES;
@@ -132,6 +111,7 @@ export class MysqlDialect implements OutboxDialect {
 
   downgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return retentionIndex(table).down;
+    if (version === 4) return attemptHistoryColumns(table).down;
     const t = qt(table);
     requireSchemaVersion(version);
     return [
@@ -197,11 +177,22 @@ export class MysqlDialect implements OutboxDialect {
       const ids = picked.map((row) => String(row.id));
       const list = ids.map(() => '?').join(', ');
       const spent = '`attempts` >= ?';
-      // MySQL evaluates SET assignments left to right, each seeing the ones before: `last_error`
-      // (which reads the old claim token) goes first and `attempts` last, so every assignment reads
-      // the values the row had before this claim.
+      // MySQL evaluates SET assignments left to right, each seeing the ones before: the history and
+      // `note` (which read the old claim token) go first and `attempts` last, so every assignment reads
+      // the values the row had before this claim. The attempt whose lease expired enters the history,
+      // ended when its lease did.
+      const expiredAttempt = appendAttempt(json, '`attempt_log`', {
+        attempt: '`attempts`',
+        startedAt: utcText('`claimed_at`'),
+        finishedAt: utcText('`available_at`'),
+        outcome: "'expired'",
+        error: 'NULL',
+        round: '`redrive_count`',
+      });
       await run({
         sql: `UPDATE ${qt(table)} SET
+            \`attempt_log\` = IF(\`claim_token\` IS NOT NULL, ${expiredAttempt}, \`attempt_log\`),
+            \`claimed_at\` = IF(${spent}, \`claimed_at\`, ${NOW}),
             \`note\` = CASE
               WHEN \`claim_token\` IS NOT NULL THEN CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${LEASE_EXPIRED}')
               WHEN ${spent} AND \`last_error\` IS NULL THEN CONCAT('attempt ', \`attempts\`, ' of ', ?, ' ${NO_OUTCOME}')
@@ -215,6 +206,7 @@ export class MysqlDialect implements OutboxDialect {
             \`attempts\` = IF(${spent}, \`attempts\`, \`attempts\` + 1)
           WHERE \`id\` IN (${list}) AND \`status\` = 'pending' AND \`available_at\` <= ${NOW}`,
         params: [
+          a.maxAttempts,
           a.maxAttempts,
           a.maxAttempts,
           a.maxAttempts,
@@ -249,14 +241,22 @@ export class MysqlDialect implements OutboxDialect {
 
   fail(table: OutboxTable, id: string, token: string, u: FailureUpdate): Statement {
     const dead = u.deadLetter ? 1 : 0;
+    const failedAttempt = appendAttempt(json, '`attempt_log`', {
+      attempt: '`attempts`',
+      startedAt: utcText('`claimed_at`'),
+      finishedAt: utcText(NOW),
+      outcome: "IF(?, 'dead', 'failed')",
+      error: `LEFT(?, ${LOGGED_ERROR_LENGTH})`,
+      round: '`redrive_count`',
+    });
     return {
       sql:
         `UPDATE ${byId(table)} SET ` +
         `\`available_at\` = IF(?, \`available_at\`, ${NOW_PLUS}), ` +
         `\`status\` = IF(?, 'dead', 'pending'), \`claim_token\` = NULL, ` +
         `\`processed_at\` = IF(?, ${NOW}, NULL), ` +
-        `\`last_error\` = ?, \`completed_handlers\` = ? WHERE \`id\` = ? AND ${LIVE_LEASE}`,
-      params: [dead, u.retryDelayMs * 1000, dead, dead, u.error, JSON.stringify(u.completedHandlers), id, token],
+        `\`last_error\` = ?, \`completed_handlers\` = ?, \`attempt_log\` = ${failedAttempt} WHERE \`id\` = ? AND ${LIVE_LEASE}`,
+      params: [dead, u.retryDelayMs * 1000, dead, dead, u.error, JSON.stringify(u.completedHandlers), dead, u.error, id, token],
     };
   }
 
@@ -264,8 +264,17 @@ export class MysqlDialect implements OutboxDialect {
     return {
       sql:
         `UPDATE ${byId(table)} SET \`claim_token\` = NULL, \`available_at\` = ${NOW}, ` +
+        // An attempt given back counted (its handler ran, shutdown stopped waiting) enters the history.
+        `\`attempt_log\` = IF(? = 0, ${appendAttempt(json, '`attempt_log`', {
+          attempt: '`attempts`',
+          startedAt: utcText('`claimed_at`'),
+          finishedAt: utcText(NOW),
+          outcome: "'released'",
+          error: 'NULL',
+          round: '`redrive_count`',
+        })}, \`attempt_log\`), ` +
         `\`attempts\` = \`attempts\` - ? WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
-      params: [uncount ? 1 : 0, ...ids, token],
+      params: [uncount ? 1 : 0, uncount ? 1 : 0, ...ids, token],
     };
   }
 

@@ -1,16 +1,27 @@
 import type { DataSource } from 'typeorm';
+import { postgresFlavor } from './postgres-flavor';
 import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
 import { decodeRow, finishedStatus, INSERT_COLUMNS, partialRetentionIndex, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
+import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
 
 /** Finished rows of `status` older than $1 ms by the database clock. */
 const finished = (status: string, o = '') =>
   `${o}"status" = '${finishedStatus(status)}' AND ${o}"processed_at" < now() - $1::bigint * interval '1 millisecond'`;
 
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
+
+const json: AttemptLogSql = {
+  object: (e) =>
+    `jsonb_build_object('attempt', ${e.attempt}, 'startedAt', ${e.startedAt}, 'finishedAt', ${e.finishedAt}, ` +
+    `'outcome', ${e.outcome}, 'error', ${e.error}, 'round', ${e.round})`,
+  append: (log, entry) =>
+    `(CASE WHEN jsonb_array_length(COALESCE(${log}, '[]'::jsonb)) >= ${ATTEMPT_LOG_SIZE} THEN ${log} - 0 ` +
+    `ELSE COALESCE(${log}, '[]'::jsonb) END) || jsonb_build_array(${entry})`,
+};
 
 /**
  * PostgreSQL 13+: `timestamptz` and `jsonb`, a partial index on claimable rows, and a claim that is one
@@ -19,6 +30,7 @@ const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_a
  */
 export class PostgresDialect implements OutboxDialect {
   readonly name = 'postgres';
+  readonly flavor = postgresFlavor;
   readonly maxParameters = 65_535;
 
   async verifyServer(executor: SqlExecutor): Promise<void> {
@@ -86,6 +98,12 @@ export class PostgresDialect implements OutboxDialect {
   upgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).up;
     const t = quoteTable(table);
+    if (version === 4) {
+      return [
+        `ALTER TABLE ${t} ADD COLUMN "claimed_at" timestamptz, ADD COLUMN "attempt_log" jsonb, ` +
+          `ADD COLUMN "redrive_count" integer NOT NULL DEFAULT 0`,
+      ];
+    }
     requireSchemaVersion(version);
     const [expired] = V1_CLAIM_NOTES;
     return [
@@ -101,6 +119,7 @@ export class PostgresDialect implements OutboxDialect {
   downgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).down;
     const t = quoteTable(table);
+    if (version === 4) return [`ALTER TABLE ${t} DROP COLUMN "redrive_count", DROP COLUMN "attempt_log", DROP COLUMN "claimed_at"`];
     requireSchemaVersion(version);
     return [
       restoreV1Notes(t, quoteIdent),
@@ -167,6 +186,15 @@ export class PostgresDialect implements OutboxDialect {
   ) {
     const t = quoteTable(table);
     const spent = `o."attempts" >= $4::int`;
+    // The attempt whose lease expired enters the history, ended when its lease did.
+    const expiredAttempt = appendAttempt(json, 'o."attempt_log"', {
+      attempt: 'o."attempts"',
+      startedAt: 'o."claimed_at"',
+      finishedAt: 'o."available_at"',
+      outcome: "'expired'",
+      error: 'NULL::text',
+      round: 'o."redrive_count"',
+    });
     const { rows } = await executor.run({
       // One statement: the locking selection (eligibility inside it) feeds the update, re-checked there.
       sql: `WITH picked AS (${this.claimSelection(table, a.batchSize).sql})
@@ -176,6 +204,8 @@ export class PostgresDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN o."available_at" ELSE now() + $3::bigint * interval '1 millisecond' END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN now() ELSE NULL END,
+          "claimed_at" = CASE WHEN ${spent} THEN o."claimed_at" ELSE now() END,
+          "attempt_log" = CASE WHEN o."claim_token" IS NOT NULL THEN ${expiredAttempt} ELSE o."attempt_log" END,
           "expired_attempts" = o."expired_attempts" + CASE WHEN o."claim_token" IS NOT NULL THEN 1 ELSE 0 END,
           "last_expired_attempt" = CASE WHEN o."claim_token" IS NOT NULL THEN o."attempts" ELSE o."last_expired_attempt" END,
           "note" = CASE
@@ -200,21 +230,39 @@ export class PostgresDialect implements OutboxDialect {
   }
 
   fail(table: OutboxTable, id: string, token: string, u: FailureUpdate) {
+    const failedAttempt = appendAttempt(json, '"attempt_log"', {
+      attempt: '"attempts"',
+      startedAt: '"claimed_at"',
+      finishedAt: 'now()',
+      outcome: `CASE WHEN $3::boolean THEN 'dead' ELSE 'failed' END`,
+      error: `left($5, ${LOGGED_ERROR_LENGTH})`,
+      round: '"redrive_count"',
+    });
     return {
       sql:
         `UPDATE ${quoteTable(table)} SET ` +
         `"status" = CASE WHEN $3::boolean THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
         `"available_at" = CASE WHEN $3::boolean THEN "available_at" ELSE now() + $4::bigint * interval '1 millisecond' END, ` +
         `"processed_at" = CASE WHEN $3::boolean THEN now() ELSE NULL END, ` +
-        `"last_error" = $5, "completed_handlers" = $6::jsonb WHERE "id" = $1 AND ${LIVE_LEASE}`,
+        `"last_error" = $5, "completed_handlers" = $6::jsonb, "attempt_log" = ${failedAttempt} WHERE "id" = $1 AND ${LIVE_LEASE}`,
       params: [id, token, u.deadLetter, u.retryDelayMs, u.error, JSON.stringify(u.completedHandlers)],
     };
   }
 
   release(table: OutboxTable, ids: string[], token: string, uncount: boolean) {
+    // An attempt given back counted (its handler ran, shutdown stopped waiting) enters the history.
+    const released = appendAttempt(json, '"attempt_log"', {
+      attempt: '"attempts"',
+      startedAt: '"claimed_at"',
+      finishedAt: 'now()',
+      outcome: "'released'",
+      error: 'NULL::text',
+      round: '"redrive_count"',
+    });
     return {
       sql:
         `UPDATE ${quoteTable(table)} SET "claim_token" = NULL, "available_at" = now(), ` +
+        `"attempt_log" = CASE WHEN $3::int = 0 THEN ${released} ELSE "attempt_log" END, ` +
         `"attempts" = "attempts" - $3::int WHERE "id" = ANY($1::uuid[]) AND ${LIVE_LEASE}`,
       params: [ids, token, uncount ? 1 : 0],
     };

@@ -3,6 +3,7 @@ import type { OutboxStatus, StoredEvent } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 
 import { OutboxUnsupportedDatabaseError } from '../../errors/outbox.errors';
+import { decodeAttemptLog } from './attempt-log';
 
 /** The driver's error code (`40P01`, `ER_LOCK_DEADLOCK`, `SQLITE_BUSY`…) or errno, through TypeORM's wrapper. */
 export function driverErrorCode(error: unknown): string | number | undefined {
@@ -56,7 +57,7 @@ function parseJson(value: unknown): unknown {
   return JSON.parse(value);
 }
 
-function toDate(value: unknown): Date {
+export function toDate(value: unknown): Date {
   return value instanceof Date ? value : new Date(String(value));
 }
 
@@ -80,6 +81,9 @@ export function decodeRow(row: Record<string, unknown>): StoredEvent {
     note: (row.note as string | null) ?? null,
     createdAt: toDate(row.created_at),
     processedAt: row.processed_at == null ? null : toDate(row.processed_at),
+    claimedAt: row.claimed_at == null ? null : toDate(row.claimed_at),
+    attemptLog: decodeAttemptLog(row.attempt_log),
+    redriveCount: Number(row.redrive_count ?? 0),
   };
 }
 
@@ -138,7 +142,7 @@ export function previousAttemptExpired(event: StoredEvent): boolean {
   return event.lastExpiredAttempt !== null && event.lastExpiredAttempt === event.attempts - 1;
 }
 
-/** Guards the dialects' version-2 change (version 3 is `retentionIndex`, checked before it). */
+/** Guards the dialects' version-2 change (versions 3 and 4 are checked before it). */
 export function requireSchemaVersion(version: number): void {
   if (version !== 2) throw new Error(`no outbox schema change leads to version ${version}`);
 }

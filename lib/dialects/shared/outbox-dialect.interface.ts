@@ -151,14 +151,49 @@ export interface RetentionBatch {
   batchSize: number;
 }
 
+/** Binds a value as the next parameter of a statement being built; returns its placeholder. */
+export type Bind = (value: unknown) => string;
+
+/**
+ * The pieces of SQL that differ between databases, for the statements the operations service builds
+ * from an operator's filter (one builder for every database, the differences here).
+ */
+export interface SqlFlavor {
+  ident(name: string): string;
+  /** The table, qualified as every other statement qualifies it. */
+  table(table: OutboxTable): string;
+  /** The placeholder of the `n`th parameter, from 1. */
+  placeholder(n: number): string;
+  /** The database clock. */
+  readonly now: string;
+  /** A time, bound as a parameter the time columns compare with. */
+  time(bind: Bind, date: Date): string;
+  /** The database clock `ms` milliseconds ago. */
+  ago(bind: Bind, ms: number): string;
+  /** Whole milliseconds from the time `expression` to the database clock. */
+  msSince(expression: string): string;
+  /** A time expression in a form `decode` reads (MySQL's DATETIME as UTC ISO-8601 text). */
+  timeText(expression: string): string;
+  /** The columns of a row as `decode` reads them. */
+  readonly columns: string;
+  /** Locks the selected rows until the transaction ends; empty where the database has one writer. */
+  readonly forUpdate: string;
+}
+
+/** Operations: statements built from filters, by one builder, through the database's flavor of SQL. */
+export interface OperationsStatements {
+  readonly flavor: SqlFlavor;
+}
+
 /**
  * Everything that differs between databases: SQL text, placeholders, time arithmetic, decoding.
  * The store and the worker use only this, so they never branch on the database type. One interface
- * per feature; a feature to come (operations, ordering, an inbox) adds its own beside these.
+ * per feature; a feature to come (ordering, an inbox) adds its own beside these.
  */
 export interface OutboxDialect
   extends DialectTraits,
     SchemaStatements,
     PublishStatements,
     DeliveryStatements,
-    RetentionStatements {}
+    RetentionStatements,
+    OperationsStatements {}

@@ -1,13 +1,24 @@
 import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import { sqliteFlavor } from './sqlite-flavor';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
 import { decodeRow, finishedStatus, INSERT_COLUMNS, partialRetentionIndex, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
+import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
 
 /** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
 const NOW = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 const NOW_PLUS = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)`;
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = ? AND "available_at" > ${NOW}`;
+
+const json: AttemptLogSql = {
+  object: (e) =>
+    `json_object('attempt', ${e.attempt}, 'startedAt', ${e.startedAt}, 'finishedAt', ${e.finishedAt}, ` +
+    `'outcome', ${e.outcome}, 'error', ${e.error}, 'round', ${e.round})`,
+  append: (log, entry) =>
+    `json_insert(CASE WHEN json_array_length(COALESCE(${log}, '[]')) >= ${ATTEMPT_LOG_SIZE} THEN json_remove(${log}, '$[0]') ` +
+    `ELSE COALESCE(${log}, '[]') END, '$[#]', ${entry})`,
+};
 
 /** An SQLite date modifier for `ms` milliseconds, e.g. `+1.500 seconds`. */
 export function sqliteOffset(ms: number): string {
@@ -21,6 +32,7 @@ export function sqliteOffset(ms: number): string {
  */
 export class SqliteDialect implements OutboxDialect {
   readonly name = 'sqlite';
+  readonly flavor = sqliteFlavor;
   readonly maxParameters = 32_766;
 
   async verifyServer(executor: SqlExecutor): Promise<void> {
@@ -70,6 +82,13 @@ export class SqliteDialect implements OutboxDialect {
   upgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).up;
     const t = quoteTable(table);
+    if (version === 4) {
+      return [
+        `ALTER TABLE ${t} ADD COLUMN "claimed_at" varchar(24)`,
+        `ALTER TABLE ${t} ADD COLUMN "attempt_log" text`,
+        `ALTER TABLE ${t} ADD COLUMN "redrive_count" integer NOT NULL DEFAULT 0`,
+      ];
+    }
     requireSchemaVersion(version);
     const [expired] = V1_CLAIM_NOTES;
     return [
@@ -87,6 +106,9 @@ export class SqliteDialect implements OutboxDialect {
   downgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).down;
     const t = quoteTable(table);
+    if (version === 4) {
+      return ['redrive_count', 'attempt_log', 'claimed_at'].map((c) => `ALTER TABLE ${t} DROP COLUMN ${quoteIdent(c)}`);
+    }
     requireSchemaVersion(version);
     return [
       restoreV1Notes(t, quoteIdent),
@@ -146,6 +168,15 @@ export class SqliteDialect implements OutboxDialect {
     // with "UPDATE " through run(), which drops the RETURNING rows.
     // The clock is read once per statement (a CTE), not once per row.
     const now = '(SELECT "now" FROM clock)';
+    // The attempt whose lease expired enters the history, ended when its lease did.
+    const expiredAttempt = appendAttempt(json, '"attempt_log"', {
+      attempt: '"attempts"',
+      startedAt: '"claimed_at"',
+      finishedAt: '"available_at"',
+      outcome: "'expired'",
+      error: 'NULL',
+      round: '"redrive_count"',
+    });
     const { rows, affected } = await executor.run({
       sql: `WITH clock AS (SELECT ${NOW} AS "now", ${NOW_PLUS} AS "lease_end"),
         picked AS (${this.claimSelection(table, a.batchSize, now).sql})
@@ -155,6 +186,8 @@ export class SqliteDialect implements OutboxDialect {
           "available_at" = CASE WHEN ${spent} THEN "available_at" ELSE (SELECT "lease_end" FROM clock) END,
           "status" = CASE WHEN ${spent} THEN 'dead' ELSE 'pending' END,
           "processed_at" = CASE WHEN ${spent} THEN ${now} ELSE NULL END,
+          "claimed_at" = CASE WHEN ${spent} THEN "claimed_at" ELSE ${now} END,
+          "attempt_log" = CASE WHEN "claim_token" IS NOT NULL THEN ${expiredAttempt} ELSE "attempt_log" END,
           "expired_attempts" = "expired_attempts" + CASE WHEN "claim_token" IS NOT NULL THEN 1 ELSE 0 END,
           "last_expired_attempt" = CASE WHEN "claim_token" IS NOT NULL THEN "attempts" ELSE "last_expired_attempt" END,
           "note" = CASE
@@ -169,6 +202,7 @@ export class SqliteDialect implements OutboxDialect {
         a.maxAttempts,
         a.maxAttempts,
         a.token,
+        a.maxAttempts,
         a.maxAttempts,
         a.maxAttempts,
         a.maxAttempts,
@@ -199,14 +233,33 @@ export class SqliteDialect implements OutboxDialect {
 
   fail(table: OutboxTable, id: string, token: string, u: FailureUpdate) {
     const dead = u.deadLetter ? 1 : 0;
+    const failedAttempt = appendAttempt(json, '"attempt_log"', {
+      attempt: '"attempts"',
+      startedAt: '"claimed_at"',
+      finishedAt: NOW,
+      outcome: `CASE WHEN ? THEN 'dead' ELSE 'failed' END`,
+      error: `substr(?, 1, ${LOGGED_ERROR_LENGTH})`,
+      round: '"redrive_count"',
+    });
     return {
       sql:
         `UPDATE ${quoteTable(table)} SET ` +
         `"status" = CASE WHEN ? THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
         `"available_at" = CASE WHEN ? THEN "available_at" ELSE ${NOW_PLUS} END, ` +
         `"processed_at" = CASE WHEN ? THEN ${NOW} ELSE NULL END, ` +
-        `"last_error" = ?, "completed_handlers" = ? WHERE "id" = ? AND ${LIVE_LEASE}`,
-      params: [dead, dead, sqliteOffset(u.retryDelayMs), dead, u.error, JSON.stringify(u.completedHandlers), id, token],
+        `"last_error" = ?, "completed_handlers" = ?, "attempt_log" = ${failedAttempt} WHERE "id" = ? AND ${LIVE_LEASE}`,
+      params: [
+        dead,
+        dead,
+        sqliteOffset(u.retryDelayMs),
+        dead,
+        u.error,
+        JSON.stringify(u.completedHandlers),
+        dead,
+        u.error,
+        id,
+        token,
+      ],
     };
   }
 
@@ -214,8 +267,17 @@ export class SqliteDialect implements OutboxDialect {
     return {
       sql:
         `UPDATE ${quoteTable(table)} SET "claim_token" = NULL, "available_at" = ${NOW}, ` +
+        // An attempt given back counted (its handler ran, shutdown stopped waiting) enters the history.
+        `"attempt_log" = CASE WHEN ? = 0 THEN ${appendAttempt(json, '"attempt_log"', {
+          attempt: '"attempts"',
+          startedAt: '"claimed_at"',
+          finishedAt: NOW,
+          outcome: "'released'",
+          error: 'NULL',
+          round: '"redrive_count"',
+        })} ELSE "attempt_log" END, ` +
         `"attempts" = "attempts" - ? WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
-      params: [uncount ? 1 : 0, ...ids, token],
+      params: [uncount ? 1 : 0, uncount ? 1 : 0, ...ids, token],
     };
   }
 

@@ -4,6 +4,7 @@ import {
   createOutboxMigration,
   createOutboxMigrations,
   OutboxHandler,
+  OutboxOperations,
   OutboxSchemaOutdatedError,
   type OutboxMessage,
 } from '../../../lib';
@@ -138,8 +139,10 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const v1Indexes = await indexes();
     const ds = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     const v2Columns = [...v1Columns!, 'expired_attempts', 'last_expired_attempt', 'note'].sort();
-    expect(await columnsOf(ds)).toEqual(v2Columns);
+    expect(await columnsOf(ds)).toEqual([...v2Columns, 'claimed_at', 'attempt_log', 'redrive_count'].sort());
     expect(await indexes()).toEqual([...v1Indexes, `${table}_retention_idx`].sort());
+    await ds.undoLastMigration();
+    expect(await columnsOf(ds)).toEqual(v2Columns);
     await ds.undoLastMigration();
     expect(await indexes()).toEqual(v1Indexes);
     expect(await columnsOf(ds)).toEqual(v2Columns);
@@ -165,13 +168,43 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       (e: unknown) => e,
     );
     expect(refused).toBeInstanceOf(OutboxSchemaOutdatedError);
-    expect(refused).toMatchObject({ foundVersion: 2, neededVersion: 3, missingMigration: `OutboxRetentionIndex_${table}1796083200000` });
+    expect(refused).toMatchObject({ foundVersion: 2, neededVersion: 4, missingMigration: `OutboxRetentionIndex_${table}1796083200000` });
 
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     await upgraded.destroy();
     expect(await indexes()).toContain(`${table}_retention_idx`);
     app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
     expect(await app.worker.purge()).toEqual({ delivered: 1, dead: 0 });
+  });
+
+  it('refuses a version-3 table naming the attempt history migration; events a version-3 worker left are then redriven and delivered', async () => {
+    const v3 = await migrate(backend, table, sqlitePath, createOutboxMigrations(table).slice(0, 3));
+    await v3.destroy();
+    await insert(ids.dead, 'dead', 10, null, 'Sink.handle: Error: upstream answered 503');
+    await insert(ids.due, 'pending', 2, null, 'Sink.handle: Error: timeout');
+
+    const refused: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).catch(
+      (e: unknown) => e,
+    );
+    expect(refused).toMatchObject({ foundVersion: 3, neededVersion: 4, missingMigration: `OutboxAttemptHistory_${table}1796169600000` });
+
+    const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await upgraded.destroy();
+    expect(await row(ids.dead)).toMatchObject({ redrive_count: 0, attempt_log: null, claimed_at: null });
+    app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
+    const operations = app.module.get(OutboxOperations);
+    // The old worker's attempts left no history: they are counted as omitted.
+    expect(await operations.get(ids.dead)).toMatchObject({ attempts: 10, history: [], historyOmitted: 10 });
+    expect(await operations.redrive({ ids: [ids.dead] })).toMatchObject({ changed: 1 });
+    expect(await app.worker.drain()).toMatchObject({ delivered: 2 });
+    const redriven = await operations.get(ids.dead);
+    expect(redriven).toMatchObject({ state: 'delivered', attempts: 1, redriveCount: 1, historyOmitted: 0 });
+    expect(redriven!.history.map((h) => [h.round, h.attempt, h.outcome])).toEqual([[1, 1, 'delivered']]);
+
+    const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration();
+    await down.destroy();
+    expect(Object.keys((await row(ids.dead))!)).not.toContain('attempt_log');
   });
 });
 

@@ -1,0 +1,35 @@
+import type { DialectTraits } from '../dialects/shared/outbox-dialect.interface';
+import type { ValidatedEvent } from '../interfaces/validated-event.interface';
+
+const COLUMNS_PER_INSERTED_ROW = 8;
+/** The INSERT's own text, generously; and a row's beyond its payload and headers (ids, keys, topic, times). */
+const INSERT_STATEMENT_BYTES = 1024;
+const INSERT_ROW_BYTES = 2048;
+
+/**
+ * Runs of rows that fit one INSERT each: by bound parameters, and where the server caps the size of
+ * a statement (MySQL's max_allowed_packet), by bytes too — the driver inlines the values, escaping
+ * may double them, and a row that alone is too big still goes alone (the server then says so).
+ */
+export function insertChunks<T extends { event: ValidatedEvent }>(rows: T[], dialect: DialectTraits): T[][] {
+  const maxRows = Math.floor(dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
+  const maxBytes = dialect.maxStatementBytes;
+  const chunks: T[][] = [];
+  let chunk: T[] = [];
+  let bytes = INSERT_STATEMENT_BYTES;
+  for (const row of rows) {
+    const size =
+      maxBytes === undefined
+        ? 0
+        : INSERT_ROW_BYTES + 2 * (Buffer.byteLength(row.event.payloadJson) + Buffer.byteLength(row.event.headersJson));
+    if (chunk.length > 0 && (chunk.length === maxRows || (maxBytes !== undefined && bytes + size > maxBytes))) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = INSERT_STATEMENT_BYTES;
+    }
+    chunk.push(row);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
