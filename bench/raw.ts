@@ -114,28 +114,30 @@ export async function dropTables(db: Db, r: Raw, table: string): Promise<void> {
 }
 
 /** Inserts `count` events in one statement per 100,000, by SQL: `status` pending (due now) or delivered. */
-export async function fill(db: Db, r: Raw, table: string, count: number, status: 'pending' | 'delivered' = 'pending') {
+/** Inserts `count` events; delivered ones processed up to `spreadMs` ago (evenly spread), as retention would keep them. */
+export async function fill(db: Db, r: Raw, table: string, count: number, status: 'pending' | 'delivered' = 'pending', spreadMs = 0) {
   for (let done = 0; done < count; done += 100_000) {
     const n = Math.min(100_000, count - done);
     if (db === 'postgres') {
       await r.query(
         `INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at", "processed_at")
-         SELECT gen_random_uuid(), 'bench.event', '{"n":1}'::jsonb, $1::varchar, now() - interval '1 second', CASE WHEN $1::varchar = 'delivered' THEN now() END
+         SELECT gen_random_uuid(), 'bench.event', '{"n":1}'::jsonb, $1::varchar, now() - interval '1 second', CASE WHEN $1::varchar = 'delivered' THEN now() - random() * ${spreadMs} * interval '1 millisecond' END
          FROM generate_series(1, ${n})`,
         [status],
       );
     } else if (db === 'mariadb') {
       await r.query(
         `INSERT INTO \`${table}\` (\`id\`, \`topic\`, \`payload\`, \`headers\`, \`status\`, \`available_at\`, \`completed_handlers\`, \`created_at\`, \`processed_at\`)
-         SELECT UUID(), 'bench.event', '{"n":1}', '{}', ?, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, '[]', UTC_TIMESTAMP(6), IF(? = 'delivered', UTC_TIMESTAMP(6), NULL)
+         SELECT UUID(), 'bench.event', '{"n":1}', '{}', ?, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, '[]', UTC_TIMESTAMP(6), IF(? = 'delivered', UTC_TIMESTAMP(6) - INTERVAL FLOOR(RAND() * ${spreadMs * 1000}) MICROSECOND, NULL)
          FROM seq_1_to_${n}`,
         [status, status],
       );
     } else {
       await r.query(
         `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${n})
-         INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at")
-         SELECT lower(hex(randomblob(16))), 'bench.event', '{"n":1}', ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds') FROM s`,
+         INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at", "processed_at")
+         SELECT lower(hex(randomblob(16))), 'bench.event', '{"n":1}', ?1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds'),
+           CASE WHEN ?1 = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (abs(random()) % ${Math.max(1, spreadMs)}) / 1000.0 || ' seconds') END FROM s`,
         [status],
       );
     }

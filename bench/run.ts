@@ -2,7 +2,7 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * memory,claim the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * memory,claim,operations the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_SECTIONS=idle-tx (not in the default list: about 20 minutes in full on the 2-core machine, most of it MariaDB's held phase) measures the claim
  * with a transaction held open on PostgreSQL and MariaDB and writes bench/results/idle-transaction.{json,md}
  * only; latest.{json,md} are written only when one of the other sections ran.
@@ -21,10 +21,11 @@ import type { OutboxStore } from '../lib/store/outbox.store';
 import { DBS, libraryApp, percentile, type Db } from './env';
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
+import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
-const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? ['enqueue', 'drain', 'latency', 'memory', 'claim']);
+const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? ['enqueue', 'drain', 'latency', 'memory', 'claim', 'operations']);
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
   drainEvents: QUICK ? 5_000 : 50_000,
@@ -34,7 +35,14 @@ const SIZES = {
   pending: 10_000,
 };
 const IDLE_TX_SIZES = { calm: QUICK ? 5_000 : 10_000, held: QUICK ? 20_000 : 100_000, round: 1_000 };
-const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'memory', 'claim'];
+const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'memory', 'claim', 'operations'];
+const OPERATIONS_SIZES: OperationsSizes = {
+  history: SIZES.history,
+  pending: SIZES.pending,
+  soakEvents: QUICK ? 20_000 : 200_000,
+  soakRatePerSecond: 5_000,
+  enqueueSeconds: SIZES.enqueueSeconds,
+};
 const TABLE = 'bench_outbox';
 const ENQUEUE_ROUNDS = QUICK ? 1 : 3;
 const ROOT = join(__dirname, '..');
@@ -289,10 +297,11 @@ async function main() {
     const m = db === 'postgres' && SECTIONS.has('memory') ? await memory(db) : undefined;
     log(`— ${db}: claim cost`);
     const c = db === 'sqlite' || !SECTIONS.has('claim') ? undefined : await claimCost(db);
+    const o = SECTIONS.has('operations') ? await operationsBench(db, OPERATIONS_SIZES, log) : undefined;
     const r = await raw(db, 1);
     await dropTables(db, r, TABLE);
     await r.close();
-    results[db] = { enqueue: e, drain: d, latency: l, memory: m, claimCost: c };
+    results[db] = { enqueue: e, drain: d, latency: l, memory: m, claimCost: c, operations: o };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   if (SECTIONS.has('idle-tx')) {
@@ -316,6 +325,7 @@ type R = {
   latency?: Awaited<ReturnType<typeof latency>>;
   memory?: Awaited<ReturnType<typeof memory>>;
   claimCost?: Awaited<ReturnType<typeof claimCost>>;
+  operations?: OperationsResult;
 };
 
 function report(results: Record<string, unknown>, dbs: Db[]): string {
@@ -370,6 +380,7 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
         `| ${db} | claim of 500, 10,000 pending: empty vs ${f(SIZES.history)} delivered kept (ms) | | ${f(c.emptyMs, 1)} vs ${f(c.historyMs, 1)} | ${f(c.ratio, 2)} | ≤ 2: ${verdict(c.ratio <= 2)} |`,
       );
     }
+    if (r.operations) lines.push(...operationsRows(db, r.operations, OPERATIONS_SIZES, f));
   }
   return `${lines.join('\n')}\n`;
 }

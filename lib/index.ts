@@ -17,6 +17,7 @@ export type {
   OutboxSelection,
   OutboxSkippedEvent,
   OutboxStats,
+  OutboxStatsOptions,
   OutboxTopicStats,
 } from './interfaces/outbox-operations.interface';
 export { OutboxWorker, type OutboxDrainResult, type OutboxPurgeResult } from './delivery/outbox.worker';

@@ -145,8 +145,14 @@ export interface OutboxTopicStats {
   due: number;
   scheduled: number;
   inFlight: number;
-  delivered: number;
   dead: number;
+  /** Delivered rows kept, when counted exactly (see `OutboxStats.deliveredExact`); else null. */
+  delivered: number | null;
+}
+
+export interface OutboxStatsOptions {
+  /** Count every delivered row, whatever the table's size (a scan of the delivered rows). */
+  exact?: boolean;
 }
 
 /** The outbox's state, computed by the database: right even when no worker runs anywhere. */
@@ -156,8 +162,14 @@ export interface OutboxStats {
   due: number;
   scheduled: number;
   inFlight: number;
-  delivered: number;
   dead: number;
+  /**
+   * Delivered rows kept (retention deletes them): counted exactly on SQLite, on tables under 100,000
+   * rows and with `exact: true`; else the database's own estimate of the table's rows less the exact
+   * counts of the others (`deliveredExact: false`).
+   */
+  delivered: number;
+  deliveredExact: boolean;
   byTopic: OutboxTopicStats[];
   /** How long the oldest due event has waited since it became due, in ms; null when none is due. */
   oldestDueAgeMs: number | null;

@@ -165,28 +165,67 @@ export class OperationsStatements {
     );
   }
 
-  /** Events counted by topic and state. */
-  countsByTopic(): Statement {
+  /** Unfinished events by topic and state, and dead letters by topic: the small sets, each through its partial index. */
+  openCountsByTopic(): Statement {
+    const c = (name: string) => this.c(name);
     return {
       sql:
-        `SELECT ${this.c('topic')}, ${this.state()} AS ${this.c('op_state')}, COUNT(*) AS ${this.c('n')} ` +
-        `FROM ${this.t} GROUP BY ${this.c('topic')}, ${this.c('op_state')}`,
+        `SELECT ${c('topic')}, ${this.state()} AS ${c('op_state')}, COUNT(*) AS ${c('n')} FROM ${this.t} ` +
+        `WHERE ${c('status')} = 'pending' GROUP BY ${c('topic')}, ${c('op_state')} ` +
+        `UNION ALL SELECT ${c('topic')}, 'dead', COUNT(*) FROM ${this.t} WHERE ${c('status')} = 'dead' GROUP BY ${c('topic')}`,
       params: [],
     };
   }
 
-  /** The clock, the oldest due event's wait, the last claim and recent deliveries, in one row. */
-  health(): Statement {
+  /** Delivered events by topic: a count of every delivered row, as long as the table is. */
+  deliveredByTopic(): Statement {
+    return {
+      sql: `SELECT ${this.c('topic')}, COUNT(*) AS ${this.c('n')} FROM ${this.t} WHERE ${this.c('status')} = 'delivered' GROUP BY ${this.c('topic')}`,
+      params: [],
+    };
+  }
+
+  /** Deliveries of the last hour and minute, from the retention index alone (no row is read). */
+  recentDeliveries(): Statement {
     const b = new StatementBuilder(this.f);
-    const { now, msSince, timeText, ago } = this.f;
     const c = (name: string) => this.c(name);
-    const delivered = (ms: number) =>
-      `(SELECT COUNT(*) FROM ${this.t} WHERE ${c('status')} = 'delivered' AND ${c('processed_at')} >= ${ago(b.bind, ms)})`;
+    const minute = this.f.ago(b.bind, 60_000);
+    const hour = this.f.ago(b.bind, 3_600_000);
     return b.statement(
-      `SELECT ${timeText(now)} AS ${c('at')}, ` +
+      `SELECT COUNT(*) AS ${c('hour')}, SUM(CASE WHEN ${c('processed_at')} >= ${minute} THEN 1 ELSE 0 END) AS ${c('minute')} ` +
+        `FROM ${this.t} WHERE ${c('status')} = 'delivered' AND ${c('processed_at')} >= ${hour}`,
+    );
+  }
+
+  /**
+   * The clock, the oldest due event's wait, and where to look for the last claim: the latest claim of
+   * an unfinished event and of the last event finished. Each through an index, never a scan.
+   */
+  clock(): Statement {
+    const { now, msSince, timeText } = this.f;
+    const c = (name: string) => this.c(name);
+    const lastFinished = (status: string) =>
+      `(SELECT ${c('claimed_at')} FROM ${this.t} WHERE ${c('status')} = '${status}' ORDER BY ${c('processed_at')} DESC LIMIT 1)`;
+    return {
+      sql:
+        `SELECT ${timeText(now)} AS ${c('at')}, ` +
         `(SELECT ${msSince(`MIN(${c('available_at')})`)} FROM ${this.t} WHERE ${this.stateCondition('due')}) AS ${c('oldest_due_ms')}, ` +
-        `(SELECT ${timeText(`MAX(${c('claimed_at')})`)} FROM ${this.t}) AS ${c('last_claim_at')}, ` +
-        `${delivered(60_000)} AS ${c('minute')}, ${delivered(3_600_000)} AS ${c('hour')}`,
+        `(SELECT ${timeText(`MAX(${c('claimed_at')})`)} FROM ${this.t} WHERE ${c('status')} = 'pending') AS ${c('open_claim')}, ` +
+        `${timeText(lastFinished('delivered'))} AS ${c('delivered_claim')}, ${timeText(lastFinished('dead'))} AS ${c('dead_claim')}`,
+      params: [],
+    };
+  }
+
+  /**
+   * The latest claim among events finished since `since`: an event claimed after `since` and finished
+   * since is finished after it too, so this range (through the retention index) holds the last claim.
+   */
+  lastClaimSince(since: Date): Statement {
+    const b = new StatementBuilder(this.f);
+    const c = (name: string) => this.c(name);
+    return b.statement(
+      `SELECT ${this.f.timeText(`MAX(${c('claimed_at')})`)} AS ${c('last_claim_at')} FROM ${this.t} ` +
+        `WHERE (${c('status')} = 'delivered' OR ${c('status')} = 'dead') AND ${c('processed_at')} >= ${this.f.time(b.bind, since)}`,
     );
   }
 }

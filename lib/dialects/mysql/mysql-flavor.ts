@@ -12,4 +12,9 @@ export const mysqlFlavor: SqlFlavor = {
   timeText: utcText,
   columns: COLUMNS,
   forUpdate: ' FOR UPDATE',
+  // InnoDB's sampled estimate (within a few percent once the table is big): no scan.
+  rowEstimate: (table) => ({
+    sql: 'SELECT TABLE_ROWS AS `n` FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?',
+    params: [table.name],
+  }),
 };

@@ -178,6 +178,8 @@ export interface SqlFlavor {
   readonly columns: string;
   /** Locks the selected rows until the transaction ends; empty where the database has one writer. */
   readonly forUpdate: string;
+  /** One row with `n`, the database's own estimate of the table's rows, where it keeps one cheaply. */
+  rowEstimate?(table: OutboxTable): Statement;
 }
 
 /** Operations: statements built from filters, by one builder, through the database's flavor of SQL. */

@@ -307,11 +307,12 @@ describe.each(backends())('operations on %s', (backend) => {
 
   it('computes stats in the database: by state and topic, the oldest due wait, the last claim, recent deliveries', async () => {
     const empty = await ops.stats();
-    expect(empty).toMatchObject({ due: 0, dead: 0, byTopic: [], oldestDueAgeMs: null, lastClaimAt: null, deliveredLastMinute: 0 });
+    expect(empty).toMatchObject({ due: 0, dead: 0, delivered: 0, byTopic: [], oldestDueAgeMs: null, lastClaimAt: null, deliveredLastMinute: 0 });
     await everyState();
     await app.raw.query(app.sql(`UPDATE "${app.table}" SET "available_at" = ${minutesFromNow(backend, -2)} WHERE "dedupe_key" = 'order-6'`));
     const stats = await ops.stats();
-    expect(stats).toMatchObject({ due: 1, scheduled: 1, inFlight: 1, delivered: 1, dead: 3, deliveredLastMinute: 1, deliveredLastHour: 1 });
+    expect(stats).toMatchObject({ due: 1, scheduled: 1, inFlight: 1, delivered: 1, deliveredExact: true, dead: 3 });
+    expect(stats).toMatchObject({ deliveredLastMinute: 1, deliveredLastHour: 1 });
     expect(stats.byTopic).toEqual([
       { topic: 'order.doomed', due: 0, scheduled: 0, inFlight: 0, delivered: 0, dead: 2 },
       { topic: 'order.placed', due: 1, scheduled: 1, inFlight: 1, delivered: 1, dead: 0 },
@@ -319,8 +320,33 @@ describe.each(backends())('operations on %s', (backend) => {
     ]);
     expect(stats.oldestDueAgeMs).toBeGreaterThanOrEqual(110_000);
     expect(stats.oldestDueAgeMs).toBeLessThan(HOUR_MS);
-    expect(stats.lastClaimAt).toBeInstanceOf(Date);
     expect(Math.abs(stats.at.getTime() - Date.now())).toBeLessThan(HOUR_MS);
+    expect(await ops.stats({ exact: true })).toEqual({ ...stats, at: expect.any(Date), oldestDueAgeMs: expect.any(Number) });
+
+    // Deliveries an hour ago and more are not recent.
+    await app.raw.query(app.sql(`UPDATE "${app.table}" SET "processed_at" = ${minutesFromNow(backend, -61)} WHERE "status" = 'delivered'`));
+    expect(await ops.stats()).toMatchObject({ delivered: 1, deliveredLastMinute: 0, deliveredLastHour: 0 });
+  });
+
+  it('finds the last claim wherever it is: an event in flight, one delivered, one dead-lettered since', async () => {
+    expect((await ops.stats()).lastClaimAt).toBeNull();
+    const claimedAt = async (id: string) => (await ops.get(id))!.history.at(-1)!.startedAt!;
+    const [first] = await publish([{ topic: 'order.placed', payload: {} }]);
+    await app.worker.drain();
+    expect((await ops.stats()).lastClaimAt).toEqual(await claimedAt(first.id));
+    const [dead] = await publish([{ topic: 'payment.doomed', payload: {} }]);
+    await app.worker.drain();
+    const deadClaim = (await ops.get(dead.id))!.history[0].startedAt!;
+    expect((await ops.stats()).lastClaimAt).toEqual(deadClaim);
+    // A slow event claimed before a fast one but finished after it: the fast one's claim is the last.
+    const [slow, fast] = await publish([
+      { topic: 'order.placed', payload: { slow: true } },
+      { topic: 'order.placed', payload: { fast: true } },
+    ]);
+    await app.worker.drain();
+    const later = `${minutesFromNow(backend, 1)}`;
+    await app.raw.query(app.sql(`UPDATE "${app.table}" SET "claimed_at" = ${minutesFromNow(backend, -1)}, "processed_at" = ${later} WHERE "id" = ?`), [slow.id]);
+    expect((await ops.stats()).lastClaimAt).toEqual(await claimedAt(fast.id));
   });
 
   it('refuses bad input with typed errors and changes nothing', async () => {
