@@ -1,10 +1,11 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
-import { decodeRow, driverErrno, indexNames, INSERT_COLUMNS, insertParams, LEASE_EXPIRED, NO_OUTCOME } from '../shared/dialect.util';
-import { requireSchemaVersion, V1_CLAIM_NOTES, moveNoOutcomeNotes, restoreV1Notes, onDedupeConflict, requireVersion } from '../shared/dialect.util';
-import { indexesOf, purgeBatch, purgeSelection, retentionIndex } from './mysql-retention';
+import { decodeRow, driverErrno, INSERT_COLUMNS, insertParams, LEASE_EXPIRED, NO_OUTCOME } from '../shared/dialect.util';
+import { onDedupeConflict, requireVersion } from '../shared/dialect.util';
+import { indexesOf, purgeBatch, purgeSelection } from './mysql-retention';
+import { mysqlSchema } from './mysql-schema';
 import { COLUMNS, NOW, q, qt, utcDatetime, utcText } from './mysql-sql';
 import { mysqlFlavor } from './mysql-flavor';
-import { attemptHistoryColumns, json } from './mysql-history';
+import { json } from './mysql-history';
 import { appendAttempt, LOGGED_ERROR_LENGTH } from '../shared/attempt-log';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
@@ -46,86 +47,19 @@ export class MysqlDialect implements OutboxDialect {
     else requireVersion('MySQL', version, '8.0.13');
   }
 
-  tableExists(table: OutboxTable): Statement {
-    return {
-      sql: 'SELECT COUNT(*) AS `found` FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?',
-      params: [table.name],
-    };
-  }
-
-  relocate(from: OutboxTable, to: OutboxTable): string[] {
-    return [`RENAME TABLE ${qt(from)} TO ${qt(to)}`];
-  }
+  // The table's versions and the start-up checks: mysql-schema.ts.
+  readonly tableExists = mysqlSchema.tableExists;
+  readonly relocate = mysqlSchema.relocate;
+  readonly createSchema = mysqlSchema.createSchema;
+  readonly dropSchema = mysqlSchema.dropSchema;
+  readonly upgrade = mysqlSchema.upgrade;
+  readonly downgrade = mysqlSchema.downgrade;
+  readonly columns = mysqlSchema.columns;
 
   isTransient(error: unknown): boolean {
     // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
     const errno = driverErrno(error);
     return errno === 1213 || errno === 1205;
-  }
-
-  createSchema(table: OutboxTable): string[] {
-    const idx = indexNames(table.name);
-    return [
-      `CREATE TABLE ${qt(table)} (
-        \`id\` char(36) NOT NULL,
-        \`topic\` varchar(128) NOT NULL,
-        \`key\` varchar(255) NULL,
-        \`dedupe_key\` varchar(255) NULL,
-        \`payload\` longtext NOT NULL CHECK (JSON_VALID(\`payload\`)),
-        \`headers\` text NOT NULL,
-        \`status\` varchar(16) NOT NULL DEFAULT 'pending' CHECK (\`status\` IN ('pending', 'delivered', 'dead')),
-        \`attempts\` int NOT NULL DEFAULT 0,
-        \`available_at\` datetime(6) NOT NULL,
-        \`claim_token\` char(36) NULL,
-        \`completed_handlers\` text NOT NULL,
-        \`last_error\` text NULL,
-        \`created_at\` datetime(6) NOT NULL,
-        \`processed_at\` datetime(6) NULL,
-        PRIMARY KEY (\`id\`),
-        UNIQUE KEY ${q(idx.dedupe)} (\`dedupe_key\`),
-        KEY ${q(idx.claim)} (\`status\`, \`available_at\`, \`id\`)
-      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-    ];
-  }
-
-  dropSchema(table: OutboxTable): string[] {
-    return [`DROP TABLE ${qt(table)}`];
-  }
-
-  upgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return retentionIndex(table).up;
-    if (version === 4) return attemptHistoryColumns(table).up;
-    const t = qt(table);
-    requireSchemaVersion(version);
-    const [expired] = V1_CLAIM_NOTES;
-    return [
-      `ALTER TABLE ${t} ADD COLUMN \`expired_attempts\` int NOT NULL DEFAULT 0, ` +
-        'ADD COLUMN `last_expired_attempt` int NULL, ADD COLUMN `note` text NULL',
-      // The claim's remarks move out of last_error (assignments run left to right, each seeing the last).
-      `UPDATE ${t} SET \`note\` = \`last_error\`, \`expired_attempts\` = 1, ` +
-        "`last_expired_attempt` = CAST(SUBSTRING_INDEX(SUBSTRING(`last_error`, 9), ' ', 1) AS UNSIGNED), " +
-        `\`last_error\` = NULL WHERE \`last_error\` LIKE '${expired}'`,
-      moveNoOutcomeNotes(t, q),
-    ];
-  }
-
-  downgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return retentionIndex(table).down;
-    if (version === 4) return attemptHistoryColumns(table).down;
-    const t = qt(table);
-    requireSchemaVersion(version);
-    return [
-      restoreV1Notes(t, q),
-      `ALTER TABLE ${t} DROP COLUMN \`note\`, DROP COLUMN \`last_expired_attempt\`, DROP COLUMN \`expired_attempts\``,
-    ];
-  }
-
-  columns(table: OutboxTable): Statement {
-    return {
-      sql:
-        'SELECT column_name AS `name` FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?',
-      params: [table.name],
-    };
   }
 
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>): Statement {

@@ -1,9 +1,10 @@
 import type { DataSource } from 'typeorm';
 import { postgresFlavor } from './postgres-flavor';
+import { postgresSchema } from './postgres-schema';
 import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, finishedStatus, INSERT_COLUMNS, partialRetentionIndex, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import { decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
@@ -47,102 +48,19 @@ export class PostgresDialect implements OutboxDialect {
     return new PostgresWakeUp(dataSource, table.path, onError, onWorking);
   }
 
-  tableExists(table: OutboxTable): Statement {
-    // Unqualified, the name resolves through the search_path exactly as the outbox's statements do.
-    return { sql: 'SELECT to_regclass($1) IS NOT NULL AS "found"', params: [quoteTable(table)] };
-  }
-
-  relocate(from: OutboxTable, to: OutboxTable): string[] {
-    const steps: string[] = [];
-    let at = from;
-    if (to.schema && to.schema !== from.schema) {
-      steps.push(`ALTER TABLE ${quoteTable(at)} SET SCHEMA ${quoteIdent(to.schema)}`);
-      at = { ...at, schema: to.schema };
-    }
-    if (to.name !== at.name) steps.push(`ALTER TABLE ${quoteTable(at)} RENAME TO ${quoteIdent(to.name)}`);
-    return steps;
-  }
+  // The table's versions and the start-up checks: postgres-schema.ts.
+  readonly tableExists = postgresSchema.tableExists;
+  readonly relocate = postgresSchema.relocate;
+  readonly createSchema = postgresSchema.createSchema;
+  readonly dropSchema = postgresSchema.dropSchema;
+  readonly upgrade = postgresSchema.upgrade;
+  readonly downgrade = postgresSchema.downgrade;
+  readonly columns = postgresSchema.columns;
+  readonly indexes = postgresSchema.indexes;
 
   isTransient(error: unknown): boolean {
     // deadlock_detected, serialization_failure, lock_not_available
     return ['40P01', '40001', '55P03'].includes(String(driverErrorCode(error)));
-  }
-
-  createSchema(table: OutboxTable): string[] {
-    const t = quoteTable(table);
-    return [
-      `CREATE TABLE ${t} (
-        "id" uuid NOT NULL PRIMARY KEY,
-        "topic" varchar(128) NOT NULL,
-        "key" varchar(255),
-        "dedupe_key" varchar(255),
-        "payload" jsonb NOT NULL,
-        "headers" jsonb NOT NULL DEFAULT '{}'::jsonb,
-        "status" varchar(16) NOT NULL DEFAULT 'pending' CHECK ("status" IN ('pending', 'delivered', 'dead')),
-        "attempts" integer NOT NULL DEFAULT 0,
-        "available_at" timestamptz NOT NULL DEFAULT now(),
-        "claim_token" uuid,
-        "completed_handlers" jsonb NOT NULL DEFAULT '[]'::jsonb,
-        "last_error" text,
-        "created_at" timestamptz NOT NULL DEFAULT now(),
-        "processed_at" timestamptz
-      )`,
-      ...partialIndexes(t, table),
-    ];
-  }
-
-  dropSchema(table: OutboxTable): string[] {
-    return [`DROP TABLE ${quoteTable(table)}`];
-  }
-
-  upgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return partialRetentionIndex(table).up;
-    const t = quoteTable(table);
-    if (version === 4) {
-      return [
-        `ALTER TABLE ${t} ADD COLUMN "claimed_at" timestamptz, ADD COLUMN "attempt_log" jsonb, ` +
-          `ADD COLUMN "redrive_count" integer NOT NULL DEFAULT 0`,
-      ];
-    }
-    requireSchemaVersion(version);
-    const [expired] = V1_CLAIM_NOTES;
-    return [
-      `ALTER TABLE ${t} ADD COLUMN "expired_attempts" integer NOT NULL DEFAULT 0, ` +
-        `ADD COLUMN "last_expired_attempt" integer, ADD COLUMN "note" text`,
-      // The claim's remarks move out of last_error, and an expiry noted there becomes data.
-      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL, "expired_attempts" = 1, ` +
-        `"last_expired_attempt" = substring("last_error" from '^attempt ([0-9]+) of')::int WHERE "last_error" LIKE '${expired}'`,
-      moveNoOutcomeNotes(t, quoteIdent),
-    ];
-  }
-
-  downgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return partialRetentionIndex(table).down;
-    const t = quoteTable(table);
-    if (version === 4) return [`ALTER TABLE ${t} DROP COLUMN "redrive_count", DROP COLUMN "attempt_log", DROP COLUMN "claimed_at"`];
-    requireSchemaVersion(version);
-    return [
-      restoreV1Notes(t, quoteIdent),
-      `ALTER TABLE ${t} DROP COLUMN "note", DROP COLUMN "last_expired_attempt", DROP COLUMN "expired_attempts"`,
-    ];
-  }
-
-  columns(table: OutboxTable): Statement {
-    return {
-      sql:
-        'SELECT a.attname AS "name" FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
-      params: [quoteTable(table)],
-    };
-  }
-
-  indexes(table: OutboxTable): Statement {
-    return {
-      // An index a failed CREATE INDEX CONCURRENTLY left behind is invalid: it does not count.
-      sql:
-        'SELECT c.relname AS "name" FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid ' +
-        'WHERE i.indrelid = to_regclass($1) AND i.indisvalid',
-      params: [quoteTable(table)],
-    };
   }
 
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>) {

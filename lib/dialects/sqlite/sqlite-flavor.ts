@@ -1,8 +1,8 @@
 import type { SqlFlavor } from '../shared/outbox-dialect.interface';
 import { quoteIdent, quoteTable } from '../shared/dialect.util';
 
-/** The one stored time layout (see sqlite.dialect.ts), so that comparing text compares instants. */
-const NOW = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
+/** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
+export const NOW = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 
 export const sqliteFlavor: SqlFlavor = {
   ident: quoteIdent,

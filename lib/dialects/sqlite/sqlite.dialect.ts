@@ -1,13 +1,12 @@
 import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
-import { sqliteFlavor } from './sqlite-flavor';
+import { NOW, sqliteFlavor } from './sqlite-flavor';
+import { sqliteSchema } from './sqlite-schema';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, finishedStatus, INSERT_COLUMNS, partialRetentionIndex, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, moveNoOutcomeNotes, partialIndexes, quoteIdent, quoteTable, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import { decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
 
-/** The one timestamp layout stored in SQLite: `YYYY-MM-DDTHH:MM:SS.mmmZ`, the same as `Date#toISOString()`. */
-const NOW = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 const NOW_PLUS = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)`;
 const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = ? AND "available_at" > ${NOW}`;
 
@@ -40,90 +39,18 @@ export class SqliteDialect implements OutboxDialect {
     requireVersion('SQLite', String(rows[0]?.version ?? ''), '3.35.0');
   }
 
-  tableExists(table: OutboxTable): Statement {
-    return { sql: `SELECT count(*) AS "found" FROM sqlite_master WHERE "type" = 'table' AND "name" = ?`, params: [table.name] };
-  }
-
-  relocate(from: OutboxTable, to: OutboxTable): string[] {
-    return [`ALTER TABLE ${quoteTable(from)} RENAME TO ${quoteIdent(to.name)}`];
-  }
+  // The table's versions and the start-up checks: sqlite-schema.ts.
+  readonly tableExists = sqliteSchema.tableExists;
+  readonly relocate = sqliteSchema.relocate;
+  readonly createSchema = sqliteSchema.createSchema;
+  readonly dropSchema = sqliteSchema.dropSchema;
+  readonly upgrade = sqliteSchema.upgrade;
+  readonly downgrade = sqliteSchema.downgrade;
+  readonly columns = sqliteSchema.columns;
+  readonly indexes = sqliteSchema.indexes;
 
   isTransient(error: unknown): boolean {
     return String(driverErrorCode(error)).startsWith('SQLITE_BUSY');
-  }
-
-  createSchema(table: OutboxTable): string[] {
-    const t = quoteTable(table);
-    return [
-      `CREATE TABLE ${t} (
-        "id" varchar(36) NOT NULL PRIMARY KEY,
-        "topic" varchar(128) NOT NULL,
-        "key" varchar(255),
-        "dedupe_key" varchar(255),
-        "payload" text NOT NULL,
-        "headers" text NOT NULL DEFAULT '{}',
-        "status" varchar(16) NOT NULL DEFAULT 'pending' CHECK ("status" IN ('pending', 'delivered', 'dead')),
-        "attempts" integer NOT NULL DEFAULT 0,
-        "available_at" varchar(24) NOT NULL DEFAULT (${NOW}),
-        "claim_token" varchar(36),
-        "completed_handlers" text NOT NULL DEFAULT '[]',
-        "last_error" text,
-        "created_at" varchar(24) NOT NULL DEFAULT (${NOW}),
-        "processed_at" varchar(24)
-      )`,
-      ...partialIndexes(t, table),
-    ];
-  }
-
-  dropSchema(table: OutboxTable): string[] {
-    return [`DROP TABLE ${quoteTable(table)}`];
-  }
-
-  upgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return partialRetentionIndex(table).up;
-    const t = quoteTable(table);
-    if (version === 4) {
-      return [
-        `ALTER TABLE ${t} ADD COLUMN "claimed_at" varchar(24)`,
-        `ALTER TABLE ${t} ADD COLUMN "attempt_log" text`,
-        `ALTER TABLE ${t} ADD COLUMN "redrive_count" integer NOT NULL DEFAULT 0`,
-      ];
-    }
-    requireSchemaVersion(version);
-    const [expired] = V1_CLAIM_NOTES;
-    return [
-      `ALTER TABLE ${t} ADD COLUMN "expired_attempts" integer NOT NULL DEFAULT 0`,
-      `ALTER TABLE ${t} ADD COLUMN "last_expired_attempt" integer`,
-      `ALTER TABLE ${t} ADD COLUMN "note" text`,
-      // The claim's remarks move out of last_error, and an expiry noted there becomes data.
-      `UPDATE ${t} SET "note" = "last_error", "last_error" = NULL, "expired_attempts" = 1, ` +
-        `"last_expired_attempt" = CAST(substr("last_error", 9, instr(substr("last_error", 9), ' ') - 1) AS INTEGER) ` +
-        `WHERE "last_error" LIKE '${expired}'`,
-      moveNoOutcomeNotes(t, quoteIdent),
-    ];
-  }
-
-  downgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return partialRetentionIndex(table).down;
-    const t = quoteTable(table);
-    if (version === 4) {
-      return ['redrive_count', 'attempt_log', 'claimed_at'].map((c) => `ALTER TABLE ${t} DROP COLUMN ${quoteIdent(c)}`);
-    }
-    requireSchemaVersion(version);
-    return [
-      restoreV1Notes(t, quoteIdent),
-      `ALTER TABLE ${t} DROP COLUMN "note"`,
-      `ALTER TABLE ${t} DROP COLUMN "last_expired_attempt"`,
-      `ALTER TABLE ${t} DROP COLUMN "expired_attempts"`,
-    ];
-  }
-
-  columns(table: OutboxTable): Statement {
-    return { sql: 'SELECT "name" FROM pragma_table_info(?)', params: [table.name] };
-  }
-
-  indexes(table: OutboxTable): Statement {
-    return { sql: 'SELECT "name" FROM pragma_index_list(?)', params: [table.name] };
   }
 
   insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>) {
