@@ -14,6 +14,11 @@ export const DEFAULT_TABLE_NAME = 'outbox_event';
 /** The ranges options and names are validated against. */
 export const LIMITS = {
   leaseMs: { min: 1000, max: 3_600_000 },
+  /**
+   * The longest handler time limit with lease renewal on (`worker.renewLease`): a day. Without renewal
+   * a timeout must fit in the lease instead.
+   */
+  handlerTimeoutMs: { max: 86_400_000 },
   /** The longest wait before a retry, whoever asks for it (backoff bounds, Retry-After): a day. */
   retryDelayMs: { max: 86_400_000 },
   maxAttempts: { min: 1, max: 100 },

@@ -39,6 +39,7 @@ export const OUTBOX_DEFAULTS = {
     batchSize: 50,
     concurrency: 10,
     leaseMs: 60_000,
+    renewLease: true,
     handlerTimeoutMs: 30_000,
     shutdownTimeoutMs: 10_000,
   },
@@ -105,19 +106,22 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
   const d = OUTBOX_DEFAULTS;
   const w = optionSection('worker', options.worker, Object.keys(d.worker));
   const leaseMs = integerOption('worker.leaseMs', w.leaseMs, d.worker.leaseMs, LIMITS.leaseMs.min, LIMITS.leaseMs.max);
+  const renewLease = booleanOption('worker.renewLease', w.renewLease, d.worker.renewLease);
   const worker: Required<OutboxWorkerOptions> = {
     enabled: booleanOption('worker.enabled', w.enabled, d.worker.enabled),
     pollIntervalMs: integerOption('worker.pollIntervalMs', w.pollIntervalMs, d.worker.pollIntervalMs, 10, 3_600_000),
     batchSize: integerOption('worker.batchSize', w.batchSize, d.worker.batchSize, 1, 5000),
     concurrency: integerOption('worker.concurrency', w.concurrency, d.worker.concurrency, 1, 1000),
     leaseMs,
+    renewLease,
     handlerTimeoutMs: integerOption(
       'worker.handlerTimeoutMs',
       w.handlerTimeoutMs,
-      // The default timeout follows a short lease down, so `{ leaseMs: 5000 }` alone is valid.
-      Math.min(d.worker.handlerTimeoutMs, Math.floor(leaseMs / 2)),
+      // Renewed, the lease says only how soon a dead worker's events go to another: the time limit is
+      // the handler's own. Not renewed, it follows a short lease down, so `{ leaseMs: 5000 }` alone is valid.
+      renewLease ? d.worker.handlerTimeoutMs : Math.min(d.worker.handlerTimeoutMs, Math.floor(leaseMs / 2)),
       1,
-      LIMITS.leaseMs.max,
+      renewLease ? LIMITS.handlerTimeoutMs.max : LIMITS.leaseMs.max,
     ),
     shutdownTimeoutMs: integerOption(
       'worker.shutdownTimeoutMs',
@@ -127,7 +131,7 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
       600_000,
     ),
   };
-  assertTimeoutBelowLease('worker.handlerTimeoutMs', worker.handlerTimeoutMs, leaseMs);
+  if (!renewLease) assertTimeoutBelowLease('worker.handlerTimeoutMs', worker.handlerTimeoutMs, leaseMs);
 
   const r = optionSection('retry', options.retry, Object.keys(d.retry));
   const initialDelayMs = integerOption('retry.initialDelayMs', r.initialDelayMs, d.retry.initialDelayMs, 0, LIMITS.retryDelayMs.max);

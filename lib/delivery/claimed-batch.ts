@@ -12,6 +12,7 @@ import { deadLetterReason, decideFailure, MAX_ERROR_LENGTH, undecodableError } f
 import type { FencedWrites } from './fenced-writes';
 import type { HandlerInvoker, HandlerOutcome } from './handler-invoker';
 import type { LazyAbort } from './lazy-abort';
+import { LeaseRenewal } from './lease-renewal';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { DeliveryTargets } from './delivery-targets';
 
@@ -28,14 +29,17 @@ export interface BatchContext {
 
 /**
  * One claim, from the rows the store leased to the record of each one's outcome: crash suspects
- * isolated, lanes of concurrent deliveries within the lease, successes acknowledged in batches,
- * failures and releases written one by one. All of it fenced by the claim's token.
+ * isolated, lanes of concurrent deliveries within the lease (renewed while they run, with
+ * `worker.renewLease`), successes acknowledged in batches, failures and releases written one by one.
+ * All of it fenced by the claim's token.
  */
 export class ClaimedBatch {
   private readonly logger = new Logger('OutboxWorker');
   /** The lease's clock: every start is checked against what is left of it. */
   private readonly claimedAt = performance.now();
   private readonly token: string;
+  /** With `worker.renewLease`, while the batch runs. */
+  private renewal: LeaseRenewal | undefined;
 
   constructor(
     private readonly claim: ClaimResult,
@@ -50,6 +54,10 @@ export class ClaimedBatch {
     const { claim, total, ctx } = this;
     if (ctx.events.observed) this.emitClaim();
     for (const event of claim.events) ctx.state.waiting.set(event.id, { token: this.token, total });
+    const { leaseMs, renewLease } = ctx.options.worker;
+    if (renewLease && claim.events.length > 0) {
+      this.renewal = new LeaseRenewal(this.token, this.claimedAt, leaseMs, total, ctx);
+    }
     for (const event of claim.deadLettered) {
       total.deadLettered++;
       this.logger.error(`Dead-lettered outbox event ${event.id} (${event.topic}): ${deadLetterReason(event)}`);
@@ -59,6 +67,7 @@ export class ClaimedBatch {
       return await this.isolatingSuspects(claim.events);
     } finally {
       for (const event of claim.events) ctx.state.waiting.delete(event.id);
+      await this.renewal?.stop();
     }
   }
 
@@ -147,10 +156,12 @@ export class ClaimedBatch {
     if (!state.waiting.delete(event.id)) return false;
     const handlers = this.ctx.targets.forTopic(event.topic);
     const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
-    const longest = Math.max(0, ...pending.map((h) => h.timeoutMs));
+    const { renewal } = this;
     const margin = leaseMarginMs(options.worker.leaseMs);
-    const leaseLeft = options.worker.leaseMs - (performance.now() - this.claimedAt);
-    if (state.stopping || longest + margin > leaseLeft) {
+    // Renewed, the lease need only last until the next renewal; else, until the longest timeout ends.
+    const needed = renewal ? renewal.intervalMs + margin : Math.max(0, ...pending.map((h) => h.timeoutMs)) + margin;
+    const leaseLeft = renewal ? renewal.leaseLeftMs() : options.worker.leaseMs - (performance.now() - this.claimedAt);
+    if (state.stopping || needed > leaseLeft) {
       // Not started: hand it back with its attempt, rather than start what the lease cannot cover.
       const recorded = await this.ctx.writes.record('release', event.id, () =>
         this.ctx.store.release(event.id, this.token, true),
@@ -175,6 +186,8 @@ export class ClaimedBatch {
     } finally {
       state.inFlight.delete(event.id);
     }
+    // Lost while it ran (see LeaseRenewal): counted and reported there; another worker may hold it now.
+    if (renewal?.isLost(event.id)) return false;
     if (handlers.length > 0 && outcomes.every((o) => !('error' in o))) return true;
     await this.recordFailure(event, handlers.length, outcomes);
     return false;

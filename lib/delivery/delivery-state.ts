@@ -1,6 +1,7 @@
 import type { AckBuffer } from './ack-buffer';
 import type { OutboxDrainResult } from './drain-result';
 import type { LazyAbort } from './lazy-abort';
+import type { LeaseRenewal } from './lease-renewal';
 
 /**
  * What the worker and its claimed batches share while they run: the shutdown flags, and what shutdown
@@ -19,4 +20,6 @@ export class DeliveryState {
   readonly waiting = new Map<string, { token: string; total: OutboxDrainResult }>();
   /** The successes of the batches running now, not yet written. */
   readonly ackBuffers = new Set<AckBuffer>();
+  /** The lease renewals of the batches running now: shutdown stops them once it has closed. */
+  readonly renewals = new Set<LeaseRenewal>();
 }

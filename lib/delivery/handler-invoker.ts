@@ -38,7 +38,7 @@ export class HandlerInvoker {
     running: Set<LazyAbort>,
     copyPayload: boolean,
   ): Promise<HandlerOutcome> {
-    // Aborted by the timeout below or by shutdown; built only if the handler reads `signal`.
+    // Aborted by the timeout below, a lost lease or shutdown; built only if the handler reads `signal`.
     const abort = new LazyAbort();
     running.add(abort);
     const message = {
@@ -58,6 +58,8 @@ export class HandlerInvoker {
     const seen = this.testing && handler.kind === 'handler' ? snapshotMessage(message) : undefined;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
+      // A lost lease ends the wait at once too (see LeaseRenewal).
+      abort.onGiveUp = reject;
       timer = setTimeout(() => {
         const error = new OutboxHandlerTimeoutError(handler.timeoutMs);
         abort.abort(error);

@@ -15,10 +15,22 @@ export class LazyAbort {
     return this.controller.signal;
   }
 
+  /** Set by the run this belongs to: ends the wait for its outcome at once, with `reason`. */
+  onGiveUp: ((reason: unknown) => void) | undefined;
+
   abort(reason: unknown): void {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
     this.controller?.abort(reason);
+  }
+
+  /**
+   * Aborts the signal and stops waiting for the run: its outcome can no longer be written (the lease
+   * was lost), so its lane need not wait for a handler that ignores its signal.
+   */
+  giveUp(reason: unknown): void {
+    this.abort(reason);
+    this.onGiveUp?.(reason);
   }
 }

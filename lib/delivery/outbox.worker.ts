@@ -178,6 +178,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     // From here on the worker writes nothing but what shutdown writes below: a handler that ends late
     // is not recorded, and nothing runs after TypeORM destroys the DataSource.
     this.state.closed = true;
+    // A renewal on its way ends before the DataSource does; none starts from here on.
+    await Promise.all([...this.state.renewals].map((renewal) => renewal.stop()));
     if (finished) await this.transports.stop();
     else await this.abandonRun(timeoutMs);
     if (this.scope && this.events.observed) this.events.emit({ type: 'worker.stopped', timedOut: !finished });

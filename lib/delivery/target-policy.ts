@@ -20,8 +20,9 @@ export function targetPolicy(
   worker: Required<OutboxWorkerOptions>,
   retry: Required<OutboxRetryOptions>,
 ): { timeoutMs: number; retry: { initialDelayMs: number; maxDelayMs: number } } {
-  const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, worker.leaseMs);
-  assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
+  const max = maxHandlerTimeoutMs(worker);
+  const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, max);
+  if (!worker.renewLease) assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
   if (given.retry !== undefined && (typeof given.retry !== 'object' || given.retry === null)) {
     throw new OutboxConfigurationError(option('retry'), `expected an object, got ${describeValue(given.retry)}`);
   }
@@ -78,8 +79,16 @@ export function resolveRoutes(
 }
 
 /**
- * A handler still running when its lease ends would run twice; a timeout below the lease (with a
- * margin for the acknowledgement) prevents that.
+ * The longest handler timeout: with lease renewal, the lease is extended while the handler runs and
+ * only `LIMITS.handlerTimeoutMs` bounds it; without, it must fit in the lease (see below).
+ */
+export function maxHandlerTimeoutMs(worker: { renewLease: boolean; leaseMs: number }): number {
+  return worker.renewLease ? LIMITS.handlerTimeoutMs.max : worker.leaseMs;
+}
+
+/**
+ * Without lease renewal, a handler still running when its lease ends would run twice; a timeout below
+ * the lease (with a margin for the acknowledgement) prevents that.
  */
 export function assertTimeoutBelowLease(option: string, timeoutMs: number, leaseMs: number): void {
   const margin = leaseMarginMs(leaseMs);
@@ -88,7 +97,7 @@ export function assertTimeoutBelowLease(option: string, timeoutMs: number, lease
       option,
       `the handler timeout (${timeoutMs} ms) must be shorter than worker.leaseMs (${leaseMs} ms) ` +
         `by at least ${margin} ms, or the lease could expire while the handler runs; ` +
-        'lower the timeout or raise worker.leaseMs',
+        'lower the timeout, raise worker.leaseMs, or turn worker.renewLease on',
     );
   }
 }

@@ -141,16 +141,18 @@ export interface OutboxReleasedEvent {
 
 /**
  * The database refused a write of this worker because the claim had lost its lease (it expired, and
- * another worker may hold the events now): the acknowledgement, recorded failure or release did not
- * happen. `count` of `ids` were refused; when it is less than `ids.length`, the others were written
- * and the database did not say which (a batch's lease expires at one moment, so this is not expected).
+ * another worker may hold the events now): the acknowledgement, recorded failure, release or lease
+ * renewal did not happen. `count` of `ids` were refused; when it is less than `ids.length`, the others
+ * were written and the database did not say which (a batch's lease expires at one moment, so this is
+ * not expected). A renewal names exactly the events it lost.
  */
 export interface OutboxLeaseLostEvent {
   type: 'lease.lost';
   at: Date;
   ids: string[];
   count: number;
-  what: 'acknowledge' | 'fail' | 'release';
+  /** `renew`: a lease renewal found the events no longer held; their handlers were aborted, their outcome not written. */
+  what: 'acknowledge' | 'fail' | 'release' | 'renew';
 }
 
 /** The worker was scheduled (bootstrap, with `worker.enabled`). */

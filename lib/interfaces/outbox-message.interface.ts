@@ -27,7 +27,10 @@ export interface OutboxHandlerOptions {
    * `ClassName.methodName`; set it before renaming a class or method that has events in flight.
    */
   name?: string;
-  /** Time limit of one call, in ms; shorter than `worker.leaseMs`. Default `worker.handlerTimeoutMs`. */
+  /**
+   * Time limit of one call, in ms: up to 24 h with `worker.renewLease` (the default), else shorter than
+   * `worker.leaseMs`. Default `worker.handlerTimeoutMs`.
+   */
   timeoutMs?: number;
   /** Backoff bounds for this handler's failures; the largest among the failed handlers of an event is used. */
   retry?: { initialDelayMs?: number; maxDelayMs?: number };

@@ -27,9 +27,23 @@ export interface OutboxWorkerOptions {
   batchSize?: number;
   /** How many events of a batch are delivered at the same time. Default 10. */
   concurrency?: number;
-  /** How long a claim owns an event before another worker may take it, in ms (1 s to 1 h). Default 60000. */
+  /**
+   * How long a claim owns an event before another worker may take it, in ms (1 s to 1 h). With
+   * `renewLease`, how soon the events of a worker that died are delivered by another. Default 60000.
+   */
   leaseMs?: number;
-  /** Default time limit of one handler call, in ms. Must be shorter than `leaseMs`. Default 30000. */
+  /**
+   * Extend the lease of the events a worker holds while their handlers run (every third of `leaseMs`,
+   * one statement per claimed batch), so a handler may run longer than the lease. An event whose
+   * renewal is refused (its lease was lost while the worker or the database stalled) has its handlers'
+   * `signal` aborted and its outcome is not written. `false`: every handler timeout must fit in the
+   * lease, and an event the lease left cannot cover is given back unstarted. Default `true`.
+   */
+  renewLease?: boolean;
+  /**
+   * Default time limit of one handler call, in ms. With `renewLease` up to 24 h (default 30000); without
+   * it, shorter than `leaseMs` by the lease margin (default 30000 or half the lease, whichever is less).
+   */
   handlerTimeoutMs?: number;
   /** How long `app.close()` waits for in-flight handlers before releasing their events, in ms. Default 10000. */
   shutdownTimeoutMs?: number;

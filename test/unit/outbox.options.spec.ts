@@ -1,4 +1,5 @@
 import { OutboxConfigurationError, OUTBOX_DEFAULTS } from '../../lib';
+import { LIMITS } from '../../lib/outbox.constants';
 import { resolveOutboxOptions, type OutboxModuleOptions } from '../../lib/outbox.options';
 
 const transport = (name: string) => ({ name, send: async () => undefined });
@@ -39,13 +40,56 @@ describe('resolveOutboxOptions', () => {
   it('keeps valid values', () => {
     const resolved = resolveOutboxOptions({
       tableName: 'events',
-      worker: { enabled: false, batchSize: 500, leaseMs: 5000 },
+      worker: { enabled: false, batchSize: 500, leaseMs: 5000, renewLease: false },
       retry: { maxAttempts: 3 },
     });
-    expect(resolved.worker).toMatchObject({ enabled: false, batchSize: 500, leaseMs: 5000 });
-    // The default handler timeout follows a short lease down.
+    expect(resolved.worker).toMatchObject({ enabled: false, batchSize: 500, leaseMs: 5000, renewLease: false });
+    // Without renewal, the default handler timeout follows a short lease down.
     expect(resolved.worker.handlerTimeoutMs).toBe(2500);
     expect(resolved.retry.maxAttempts).toBe(3);
+  });
+
+  describe('worker.renewLease', () => {
+    it('is on by default: the handler timeout is its own, not the lease\'s', () => {
+      const resolved = resolveOutboxOptions({ worker: { leaseMs: 5000 } });
+      expect(resolved.worker.renewLease).toBe(true);
+      expect(resolved.worker.handlerTimeoutMs).toBe(30_000);
+      expect(OUTBOX_DEFAULTS.worker.renewLease).toBe(true);
+    });
+
+    it('lets handler and route timeouts exceed the lease, up to LIMITS.handlerTimeoutMs', () => {
+      expect(LIMITS.handlerTimeoutMs.max).toBe(86_400_000);
+      const resolved = resolveOutboxOptions({
+        worker: { leaseMs: 1000, handlerTimeoutMs: 86_400_000 },
+        transports: [transport('t')],
+        routes: [{ topic: '#', transport: 't', timeoutMs: 120_000 }],
+      });
+      expect(resolved.worker.handlerTimeoutMs).toBe(86_400_000);
+      expect(resolved.routes[0].timeoutMs).toBe(120_000);
+      expect(resolveOutboxOptions({ worker: { renewLease: true, leaseMs: 10_000, handlerTimeoutMs: 10_000 } }).worker).toMatchObject({
+        renewLease: true,
+        handlerTimeoutMs: 10_000,
+      });
+    });
+
+    it('off: today\'s rules, every timeout below the lease by its margin', () => {
+      expect(resolveOutboxOptions({ worker: { renewLease: false } }).worker).toMatchObject({ renewLease: false, handlerTimeoutMs: 30_000 });
+      expect(resolveOutboxOptions({ worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 9000 } }).worker.handlerTimeoutMs).toBe(9000);
+    });
+
+    it.each([
+      ['worker.renewLease', { worker: { renewLease: 'false' } }, /true or false, got the string "false"/],
+      ['worker.renewLease', { worker: { renewLease: 0 } }, /true or false, got number 0/],
+      ['worker.renewLease', { worker: { renewLease: null } }, /true or false, got null/],
+      ['worker.handlerTimeoutMs', { worker: { handlerTimeoutMs: 86_400_001 } }, /from 1 to 86400000, got 86400001/],
+      ['worker.handlerTimeoutMs', { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 20_000 } }, /shorter than worker.leaseMs.*worker.renewLease/],
+      ['routes[0].timeoutMs', { transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 86_400_001 }] }, /from 1 to 86400000/],
+      ['routes[0].timeoutMs', { worker: { renewLease: false }, transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 59_500 }] }, /by at least 1000 ms/],
+    ])('rejects %s in %j', (option, options, message) => {
+      const error = rejection(options);
+      expect(error.option).toBe(option);
+      expect(error.message).toMatch(message);
+    });
   });
 
   it('resolves routes with the worker defaults', () => {
@@ -73,8 +117,8 @@ describe('resolveOutboxOptions', () => {
     ['worker.enabled', { worker: { enabled: 'false' } }, /true or false, got the string "false"/],
     ['worker.pollIntervalMs', { worker: { pollIntervalMs: Infinity } }, /whole number/],
     ['worker.leaseMs', { worker: { leaseMs: 500 } }, /from 1000 to 3600000/],
-    ['worker.handlerTimeoutMs', { worker: { leaseMs: 10_000, handlerTimeoutMs: 20_000 } }, /shorter than worker.leaseMs/],
-    ['worker.handlerTimeoutMs', { worker: { leaseMs: 10_000, handlerTimeoutMs: 9_500 } }, /by at least 1000 ms/],
+    ['worker.handlerTimeoutMs', { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 20_000 } }, /shorter than worker.leaseMs/],
+    ['worker.handlerTimeoutMs', { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 9_500 } }, /by at least 1000 ms/],
     ['retry.maxAttempts', { retry: { maxAttempts: 0 } }, /from 1 to 100/],
     ['retry.maxAttempts', { retry: { maxAttempts: 101 } }, /from 1 to 100/],
     ['retry.maxDelayMs', { retry: { initialDelayMs: 5000, maxDelayMs: 100 } }, /from 5000/],
@@ -106,7 +150,7 @@ describe('resolveOutboxOptions', () => {
     ['routes[0].transport', { transports: [transport('rabbit')], routes: [{ topic: 'a', transport: 'kafka' }] }, /unknown transport "kafka"; the module's transports are: rabbit/],
     ['routes[0].transport', { routes: [{ topic: 'a', transport: 'x' }] }, /\(none\)/],
     ['routes[0].topic', { transports: [transport('t')], routes: [{ topic: 'order..x', transport: 't' }] }, /segment ""/],
-    ['routes[0].timeoutMs', { transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 120_000 }] }, /from 1 to 60000/],
+    ['routes[0].timeoutMs', { worker: { renewLease: false }, transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 120_000 }] }, /from 1 to 60000/],
     ['routes[0].url', { transports: [transport('t')], routes: [{ topic: '#', transport: 't', url: 'http://x' }] }, /unknown option; allowed here: topic, transport, options/],
   ])('rejects %s in %j', (option, options, message) => {
     const error = rejection(options);

@@ -22,6 +22,7 @@ const byId = (table: OutboxTable) => `${qt(table)} FORCE INDEX (PRIMARY)`;
 
 const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`available_at\` > ${NOW}`;
 
+
 /**
  * MySQL 8.0.13+ and MariaDB 10.6+ (InnoDB, through mysql2): `DATETIME(6)` in UTC compared with
  * `UTC_TIMESTAMP(6)`; JSON kept as utf8mb4 text, so it comes back byte for byte; a binary collation so
@@ -210,6 +211,23 @@ export class MysqlDialect implements OutboxDialect {
         `\`attempts\` = \`attempts\` - ? WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
       params: [uncount ? 1 : 0, uncount ? 1 : 0, ...ids, token],
     };
+  }
+
+  async renew(executor: SqlExecutor, table: OutboxTable, a: { ids: string[]; token: string; leaseMs: number }) {
+    const list = a.ids.map(() => '?').join(', ');
+    const { affected } = await executor.run({
+      sql: `UPDATE ${byId(table)} SET \`available_at\` = ${NOW_PLUS} WHERE \`id\` IN (${list}) AND ${LIVE_LEASE}`,
+      params: [a.leaseMs * 1000, ...a.ids, a.token],
+    });
+    if (affected === a.ids.length) return a.ids;
+    if (affected === 0) return [];
+    // No RETURNING: the renewed rows are read back. A row not renewed can never be this token's again,
+    // and one renewed stays its own for a whole lease, so the two statements need no transaction.
+    const { rows } = await executor.run({
+      sql: `SELECT \`id\` FROM ${byId(table)} WHERE \`id\` IN (${list}) AND ${LIVE_LEASE}`,
+      params: [...a.ids, a.token],
+    });
+    return rows.map((row) => String(row.id));
   }
 
   counts(table: OutboxTable): Statement {

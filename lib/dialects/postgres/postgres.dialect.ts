@@ -205,6 +205,16 @@ export class PostgresDialect implements OutboxDialect {
     return affected;
   }
 
+  async renew(executor: SqlExecutor, table: OutboxTable, a: { ids: string[]; token: string; leaseMs: number }) {
+    const { rows } = await executor.run({
+      sql:
+        `UPDATE ${quoteTable(table)} SET "available_at" = now() + $3::bigint * interval '1 millisecond' ` +
+        `WHERE "id" = ANY($1::uuid[]) AND ${LIVE_LEASE} RETURNING "id"`,
+      params: [a.ids, a.token, a.leaseMs],
+    });
+    return rows.map((row) => String(row.id));
+  }
+
   counts(table: OutboxTable): Statement {
     return {
       sql:

@@ -124,6 +124,12 @@ export interface DeliveryStatements {
   /** Gives claimed rows back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
   release(table: OutboxTable, ids: string[], token: string, uncount: boolean): Statement;
   /**
+   * Extends to `leaseMs` from now, by the database clock, the lease of those of `ids` that `token` still
+   * holds with a live lease, in one statement; returns the ids it renewed (the others lost their lease).
+   * A database that cannot say which rows an update changed reads them back when it changed fewer than asked.
+   */
+  renew(executor: SqlExecutor, table: OutboxTable, args: RenewalArgs): Promise<string[]>;
+  /**
    * Rows counted by `status` and `state`: a pending row is `due` once its time has come (an expired
    * lease included), `in_flight` while a live lease holds it, `scheduled` while its time is ahead.
    */
@@ -143,6 +149,12 @@ export interface RetentionStatements {
   purge(executor: SqlExecutor, table: OutboxTable, args: RetentionBatch): Promise<number>;
   /** The selection of one batch (locking where the database can), for EXPLAIN in tests and operations. */
   purgeSelection(table: OutboxTable, args: RetentionBatch): Statement;
+}
+
+export interface RenewalArgs {
+  ids: string[];
+  token: string;
+  leaseMs: number;
 }
 
 export interface RetentionBatch {

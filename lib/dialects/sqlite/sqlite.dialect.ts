@@ -224,6 +224,22 @@ export class SqliteDialect implements OutboxDialect {
     return affected;
   }
 
+  async renew(executor: SqlExecutor, table: OutboxTable, a: { ids: string[]; token: string; leaseMs: number }) {
+    // Starts with WITH, not UPDATE, for its RETURNING rows (see claim).
+    const { rows, affected } = await executor.run({
+      sql: `WITH clock AS (SELECT ${NOW_PLUS} AS "lease_end")
+        UPDATE ${quoteTable(table)} SET "available_at" = (SELECT "lease_end" FROM clock)
+        WHERE "id" IN (${a.ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}
+        RETURNING "id"`,
+      params: [sqliteOffset(a.leaseMs), ...a.ids, a.token],
+    });
+    // Rows renewed but not returned would be taken for lost leases, and their handlers aborted.
+    if (affected > rows.length) {
+      throw new Error(`the lease renewal updated ${affected} rows but the driver returned ${rows.length}`);
+    }
+    return rows.map((row) => String(row.id));
+  }
+
   counts(table: OutboxTable): Statement {
     return {
       sql:

@@ -160,7 +160,10 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     expect(await repo.countBy({ id })).toBe(1);
     const ds = module.get<DataSource>(getDataSourceToken());
     const runner = ds.createQueryRunner();
-    // Version 3 (an index only), then version 2, then the table.
+    // Version 4 (the attempt history), version 3 (an index only), then version 2, then the table.
+    await ds.undoLastMigration();
+    expect(await runner.hasColumn('audit_events', 'attempt_log')).toBe(false);
+    expect(await runner.hasColumn('audit_events', 'expired_attempts')).toBe(true);
     await ds.undoLastMigration();
     expect(await runner.hasColumn('audit_events', 'expired_attempts')).toBe(true);
     await ds.undoLastMigration();
@@ -247,13 +250,13 @@ describe('start-up errors', () => {
     expect(error.message).toMatch(/declare tableName beside useFactory/);
   });
 
-  it('refuses a handler timeout that does not fit in the lease', async () => {
+  it('refuses a handler timeout that does not fit in the lease, without lease renewal', async () => {
     @Injectable()
     class TooSlow {
       @OutboxHandler('x', { timeoutMs: 59_500 })
       async handle() {}
     }
-    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({})], [TooSlow]);
+    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({ worker: { renewLease: false } })], [TooSlow]);
     expect(error.option).toBe("@OutboxHandler('x') on TooSlow.handle: timeoutMs");
     expect(error.message).toMatch(/shorter than worker.leaseMs \(60000 ms\)/);
   });

@@ -1,0 +1,148 @@
+import { Logger } from '@nestjs/common';
+import { performance } from 'node:perf_hooks';
+import type { OutboxEvents } from '../events/outbox-events';
+import type { OutboxStore } from '../store/outbox.store';
+import { describeError } from '../utils/describe-error';
+import type { DeliveryState } from './delivery-state';
+import type { OutboxDrainResult } from './drain-result';
+
+/** The reason given to the signal of a handler whose event's lease was lost, and its run's outcome. */
+class OutboxLeaseLostError extends Error {
+  constructor(id: string) {
+    super(
+      `the lease of outbox event ${id} was lost (it expired, and another worker may hold the event now); ` +
+        'stop the work: this attempt will not be recorded',
+    );
+    this.name = 'OutboxLeaseLostError';
+  }
+}
+
+/** How often a claim's lease is renewed: a third of it, so two renewals may fail before it expires. */
+export function renewalIntervalMs(leaseMs: number): number {
+  return Math.floor(leaseMs / 3);
+}
+
+/**
+ * Keeps the lease of one claim alive while its events wait for a lane or run (`worker.renewLease`):
+ * every third of the lease, one statement extends, fenced by the claim token and the live lease, the
+ * lease of every event of the claim that is not finished yet. Events that finished are left alone:
+ * their outcome is being written, and the fence of that write decides.
+ *
+ * An event the renewal no longer holds lost its lease (it expired while the worker or the database
+ * stalled, and another worker may hold it now): its handlers' signals are aborted, its lane stops
+ * waiting for them, and its outcome is never written. A renewal the database fails is logged and tried
+ * again at the next turn; the lease keeps the expiry it had, and the fence of every write keeps the
+ * outcome right if it runs out meanwhile. A worker that dies renews nothing: its events are claimed by
+ * another once their lease runs out.
+ */
+export class LeaseRenewal {
+  private readonly logger = new Logger('OutboxWorker');
+  private readonly timer: NodeJS.Timeout;
+  readonly intervalMs: number;
+  /** The renewal statement on its way, if any: turns never overlap, and stop() waits for it. */
+  private running: Promise<void> | undefined;
+  /** `performance.now()` until which the lease of the events still held is sure to last. */
+  private liveUntil: number;
+  private readonly lost = new Set<string>();
+  private stopped = false;
+
+  constructor(
+    private readonly token: string,
+    claimedAt: number,
+    private readonly leaseMs: number,
+    private readonly total: OutboxDrainResult,
+    private readonly ctx: { store: OutboxStore; events: OutboxEvents; state: DeliveryState },
+  ) {
+    this.liveUntil = claimedAt + leaseMs;
+    this.intervalMs = renewalIntervalMs(leaseMs);
+    this.timer = setInterval(() => this.tick(), this.intervalMs);
+    // A renewal never keeps the process alive on its own.
+    this.timer.unref();
+    ctx.state.renewals.add(this);
+  }
+
+  /** How long the lease is sure to last from now, in ms (negative: it may have run out). */
+  leaseLeftMs(): number {
+    return this.liveUntil - performance.now();
+  }
+
+  /** Whether a renewal found that this claim lost the event's lease. */
+  isLost(id: string): boolean {
+    return this.lost.has(id);
+  }
+
+  /** Renews no more; resolves once the renewal on its way, if any, has ended. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.running;
+    this.ctx.state.renewals.delete(this);
+  }
+
+  private tick(): void {
+    // The last renewal is still on its way (a slow database): it stands for this turn too.
+    if (this.running) return;
+    // Shut down: nothing runs SQL any more, and shutdown itself gives the events back.
+    if (this.stopped || this.ctx.state.closed) {
+      void this.stop();
+      return;
+    }
+    const ids = this.unfinished();
+    if (ids.length === 0) return;
+    this.running = this.renew(ids).finally(() => (this.running = undefined));
+  }
+
+  /** The events of this claim waiting for a lane or running. */
+  private unfinished(): string[] {
+    const ids: string[] = [];
+    for (const map of [this.ctx.state.waiting, this.ctx.state.inFlight]) {
+      for (const [id, { token }] of map) if (token === this.token) ids.push(id);
+    }
+    return ids;
+  }
+
+  private async renew(ids: string[]): Promise<void> {
+    const { store } = this.ctx;
+    const sentAt = performance.now();
+    let renewed: Set<string>;
+    try {
+      const args = { ids, token: this.token, leaseMs: this.leaseMs };
+      renewed = new Set(await store.dialect.renew(store.executor, store.table, args));
+    } catch (error) {
+      this.logger.error(
+        `Outbox lease renewal of ${ids.length} event(s) failed; trying again in ${this.intervalMs} ms, ` +
+          `the lease keeps its expiry meanwhile: ${describeError(error)}`,
+      );
+      return;
+    }
+    // Shutdown has released what it holds since: a refusal now says nothing about the lease.
+    if (this.ctx.state.closed) return;
+    // The database counted the new lease from a moment after this one.
+    this.liveUntil = sentAt + this.leaseMs;
+    // One that finished meanwhile has its outcome written (or refused) by its own fenced write.
+    const lost = ids.filter((id) => !renewed.has(id) && this.unfinishedHere(id));
+    if (lost.length > 0) this.giveUp(lost);
+  }
+
+  private unfinishedHere(id: string): boolean {
+    const { waiting, inFlight } = this.ctx.state;
+    return waiting.get(id)?.token === this.token || inFlight.get(id)?.token === this.token;
+  }
+
+  /** The lease of `ids` is lost: none is started, running handlers are aborted, no outcome is written. */
+  private giveUp(ids: string[]): void {
+    const { state, events } = this.ctx;
+    for (const id of ids) {
+      this.lost.add(id);
+      // Not started yet: its lane skips it.
+      state.waiting.delete(id);
+      for (const abort of state.inFlight.get(id)?.abort ?? []) abort.giveUp(new OutboxLeaseLostError(id));
+    }
+    this.total.lostLeases += ids.length;
+    if (events.observed) events.emit({ type: 'lease.lost', ids, count: ids.length, what: 'renew' });
+    this.logger.warn(
+      `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and they may belong to ` +
+        'another worker now; their handlers were aborted and their outcome will not be recorded',
+    );
+  }
+}

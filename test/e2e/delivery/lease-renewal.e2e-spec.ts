@@ -1,0 +1,271 @@
+import { Injectable, type Type } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Logger as TypeOrmLogger } from 'typeorm';
+import {
+  OutboxConfigurationError,
+  OutboxEvents,
+  OutboxHandler,
+  type OutboxLifecycleEvent,
+  type OutboxMessage,
+} from '../../../lib';
+import { OUTBOX_STORE } from '../../../lib/outbox.constants';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
+import { backends, type BackendName } from '../../fixtures/backends';
+import { deferred, eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp, type TestAppOptions } from '../../fixtures/test-app';
+
+const LEASE_MS = 1200;
+
+/** The database clock `seconds` from now, as each backend stores times. */
+const NOW_PLUS: Record<BackendName, (seconds: number) => string> = {
+  postgres: (s) => `now() + interval '${s} seconds'`,
+  mariadb: (s) => `UTC_TIMESTAMP(6) + INTERVAL ${s} SECOND`,
+  sqlite3: (s) => `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '${s} seconds')`,
+  'better-sqlite3': (s) => `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '${s} seconds')`,
+};
+
+/** Matches the renewal statement only: no other write starts its SET with `available_at`. */
+const RENEWAL = /^\s*(WITH .*)?UPDATE .* SET [`"]available_at[`"] = /s;
+
+@Injectable()
+class Recorder {
+  readonly seen: OutboxLifecycleEvent[] = [];
+  constructor(events: OutboxEvents) {
+    events.events$.subscribe((event) => this.seen.push(event));
+  }
+
+  only<T extends OutboxLifecycleEvent['type']>(type: T): Array<Extract<OutboxLifecycleEvent, { type: T }>> {
+    return this.seen.filter((e): e is Extract<OutboxLifecycleEvent, { type: T }> => e.type === type);
+  }
+}
+
+@Injectable()
+class Work {
+  /** How long the 'long' handler works. */
+  workMs = 3 * LEASE_MS;
+  readonly started: OutboxMessage[] = [];
+  readonly firstStarted = deferred<OutboxMessage>();
+  /** Abort reasons, by event id. */
+  readonly aborted = new Map<string, unknown>();
+  readonly firstAborted = deferred<unknown>();
+  readonly finished: string[] = [];
+}
+
+@Injectable()
+class LongHandlers {
+  constructor(private readonly w: Work) {}
+
+  /** Three leases of work, well within its own timeout, far beyond the lease. */
+  @OutboxHandler('long', { timeoutMs: 20_000 })
+  async long(m: OutboxMessage) {
+    this.w.started.push(m);
+    this.w.firstStarted.resolve(m);
+    // The handler's own work: a call that answers after a while, given up when the signal says so.
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, this.w.workMs);
+      m.signal.addEventListener('abort', () => {
+        this.w.aborted.set(m.id, m.signal.reason);
+        this.w.firstAborted.resolve(m.signal.reason);
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    this.w.finished.push(m.id);
+  }
+}
+
+@Injectable()
+class MediumHandlers {
+  /** 450 ms of work: with a 1 s lease and no renewal, too long for a second event of the claim to start. */
+  @OutboxHandler('medium')
+  async medium() {
+    await new Promise((resolve) => setTimeout(resolve, 450));
+  }
+}
+
+describe.each(backends())('lease renewal on %s', (backend) => {
+  let app: TestApp;
+  let work: Work;
+  let recorder: Recorder;
+  let store: OutboxStore;
+  let statements: Array<{ sql: string; params: unknown[]; at: number }>;
+
+  async function start(worker: NonNullable<TestAppOptions['outbox']>['worker'] = {}, handlers: Type<unknown> = LongHandlers) {
+    statements = [];
+    const typeormLogger: TypeOrmLogger = {
+      logQuery: (sql, params) => void statements.push({ sql, params: params ?? [], at: Date.now() }),
+      logQueryError: () => undefined,
+      logQuerySlow: () => undefined,
+      logSchemaBuild: () => undefined,
+      logMigration: () => undefined,
+      log: () => undefined,
+    };
+    app = await createTestApp({
+      backend,
+      providers: [Work, handlers, Recorder],
+      outbox: { worker: { leaseMs: LEASE_MS, ...worker }, retry: { maxAttempts: 3, initialDelayMs: 0, maxDelayMs: 0 } },
+      typeormLogger,
+    });
+    work = app.module.get(Work);
+    recorder = app.module.get(Recorder);
+    store = app.module.get(OUTBOX_STORE);
+  }
+  afterEach(async () => {
+    await app?.dispose();
+    app = undefined as unknown as TestApp;
+  });
+
+  const publishMany = (topic: string, count: number) =>
+    app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: count }, (_, n) => ({ topic, payload: { n } }))),
+    );
+  const row = async (id: string) => (await app.raw.query(`SELECT * FROM "${app.table}" WHERE "id" = ?`, [id]))[0];
+  const renewals = () => statements.filter((s) => RENEWAL.test(s.sql));
+
+  it('keeps the lease of a handler that runs three leases long: delivered once, attempt 1, and no other claim gets it meanwhile', async () => {
+    await start({ concurrency: 3 });
+    const published = await publishMany('long', 3);
+    const ids = published.map((p) => p.id);
+    const startedAt = Date.now();
+    const draining = app.worker.drain();
+    await work.firstStarted.promise;
+
+    // Another worker keeps trying, well past the lease the claim was given at first.
+    let tries = 0;
+    while (Date.now() - startedAt < 2.5 * LEASE_MS) {
+      const other = await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 3 });
+      expect(other.events).toEqual([]);
+      tries++;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(tries).toBeGreaterThan(5);
+
+    expect(await draining).toEqual({ delivered: 3, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(3 * LEASE_MS);
+    expect(work.started.map((m) => m.attempt)).toEqual([1, 1, 1]);
+    expect(work.finished.sort()).toEqual([...ids].sort());
+    expect(work.aborted.size).toBe(0);
+    for (const id of ids) expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, claim_token: null });
+    expect(recorder.only('lease.lost')).toEqual([]);
+    expect(app.logger.matching(/lease renewal/)).toEqual([]);
+
+    // One statement per renewal for the whole batch, every third of the lease: not one per event.
+    const sent = renewals();
+    expect(sent.length).toBeGreaterThanOrEqual(5);
+    expect(sent.length).toBeLessThanOrEqual(12);
+    for (const id of ids) expect(JSON.stringify(sent[0].params)).toContain(id);
+  });
+
+  it('aborts the signal of a handler whose lease another worker took, writes none of its outcome, and keeps renewing its batch-mate', async () => {
+    await start({ concurrency: 2 });
+    await publishMany('long', 2);
+    const draining = app.worker.drain();
+    await eventually(() => work.started.length === 2, 10_000, 'both handlers running');
+    const [taken, kept] = work.started;
+
+    // What another worker does once the lease has expired: a claim of its own, with its own lease.
+    const otherToken = randomUUID();
+    await app.raw.query(
+      `UPDATE "${app.table}" SET "claim_token" = ?, "available_at" = ${NOW_PLUS[backend](60)}, "attempts" = 2 WHERE "id" = ?`,
+      [otherToken, taken.id],
+    );
+    const leftByTheTest = await row(taken.id);
+
+    const reason = await work.firstAborted.promise;
+    expect(reason).toMatchObject({ name: 'OutboxLeaseLostError' });
+    expect(String((reason as Error).message)).toMatch(new RegExp(`lease of outbox event ${taken.id} was lost`));
+    expect([...work.aborted.keys()]).toEqual([taken.id]);
+
+    expect(await draining).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 1 });
+    // The lost one: not acknowledged, not failed, not released — the row is as the other worker left it.
+    expect(await row(taken.id)).toEqual(leftByTheTest);
+    expect(leftByTheTest).toMatchObject({ status: 'pending', claim_token: otherToken, attempts: 2 });
+    // Its batch-mate kept its lease to the end.
+    expect(await row(kept.id)).toMatchObject({ status: 'delivered', attempts: 1, claim_token: null });
+    expect(work.finished.sort()).toEqual([taken.id, kept.id].sort());
+
+    const lost = recorder.only('lease.lost');
+    expect(lost).toEqual([{ type: 'lease.lost', at: expect.any(Date), ids: [taken.id], count: 1, what: 'renew' }]);
+    expect(app.logger.matching(new RegExp(`^Outbox lease renewal of event\\(s\\) ${taken.id} rejected: their lease expired`))).toHaveLength(1);
+    // Neither a recorded failure nor a handler outcome for the lost one reached the table.
+    expect(recorder.only('retry.scheduled')).toEqual([]);
+  });
+
+  it('aborts a handler whose lease expired while nothing renewed it, and leaves the expired row to the next claim', async () => {
+    await start({ concurrency: 1 });
+    const [{ id }] = await publishMany('long', 1);
+    const draining = app.worker.drain();
+    await work.firstStarted.promise;
+    // As if the worker or the database had stalled past the lease: it has run out by the database clock.
+    await app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${NOW_PLUS[backend](-60)} WHERE "id" = ?`, [id]);
+    const leftByTheTest = await row(id);
+
+    expect(await work.firstAborted.promise).toMatchObject({ name: 'OutboxLeaseLostError' });
+    const result = await draining;
+    expect(result).toMatchObject({ delivered: 1, lostLeases: 1, failed: 0 });
+    // The drain claimed it again (its lease was over) and delivered it with attempt 2.
+    expect(work.started.map((m) => [m.id, m.attempt])).toEqual([
+      [id, 1],
+      [id, 2],
+    ]);
+    expect(leftByTheTest).toMatchObject({ status: 'pending', attempts: 1 });
+    expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 2 });
+    expect((await row(id)).note).toMatch(/^attempt 1 of 3 did not finish before its lease expired/);
+    expect(recorder.only('lease.lost')).toMatchObject([{ ids: [id], count: 1, what: 'renew' }]);
+  });
+
+  it('with renewLease off: no renewal, and an event the lease cannot cover is given back unstarted', async () => {
+    await start({ renewLease: false, leaseMs: 1000, concurrency: 1 }, MediumHandlers);
+    await publishMany('medium', 2);
+    const result = await app.worker.drain();
+    // The first takes 450 ms of the 1 s lease; the second cannot fit its 500 ms timeout in the rest.
+    expect(result).toEqual({ delivered: 2, failed: 0, deadLettered: 0, released: 1, lostLeases: 0 });
+    expect(recorder.only('released')).toMatchObject([{ uncounted: true, why: 'lease-budget' }]);
+    expect(renewals()).toEqual([]);
+    expect((await outboxRows(app)).map((r) => [r.status, r.attempts])).toEqual([
+      ['delivered', 1],
+      ['delivered', 1],
+    ]);
+  });
+
+  it('with renewLease on, the same claim runs both: the lease is extended while the batch runs', async () => {
+    await start({ leaseMs: 1000, concurrency: 1 }, MediumHandlers);
+    await publishMany('medium', 2);
+    expect(await app.worker.drain()).toEqual({ delivered: 2, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+    expect(recorder.only('released')).toEqual([]);
+    expect(renewals().length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('with renewLease off, refuses at start-up a handler timeout the lease cannot cover', async () => {
+    const error = await createTestApp({
+      backend,
+      providers: [Work, LongHandlers],
+      outbox: { worker: { renewLease: false, leaseMs: LEASE_MS } },
+    }).then(
+      (opened) => {
+        app = opened;
+        throw new Error('the application started');
+      },
+      (refused: unknown) => refused,
+    );
+    expect(error).toBeInstanceOf(OutboxConfigurationError);
+    expect((error as OutboxConfigurationError).option).toBe("@OutboxHandler('long') on LongHandlers.long: timeoutMs");
+    expect((error as Error).message).toMatch(/from 1 to 1200, got 20000/);
+  });
+
+  it('stops renewing at shutdown: no renewal statement after app.close()', async () => {
+    await start({ shutdownTimeoutMs: 100 });
+    work.workMs = 60_000;
+    await publishMany('long', 1);
+    const draining = app.worker.drain();
+    await work.firstStarted.promise;
+    await eventually(() => renewals().length >= 1, 10_000, 'a renewal');
+    await app.close();
+    const closedAt = Date.now();
+    // Shutdown aborted the handler and gave its event back.
+    expect(await work.firstAborted.promise).toBeInstanceOf(Error);
+    await draining;
+    await new Promise((resolve) => setTimeout(resolve, 2 * LEASE_MS));
+    expect(statements.filter((s) => s.at > closedAt)).toEqual([]);
+  });
+});

@@ -1,0 +1,128 @@
+import { Logger } from '@nestjs/common';
+import { performance } from 'node:perf_hooks';
+import { OutboxEvents, type OutboxLifecycleEvent } from '../../lib';
+import { DeliveryState } from '../../lib/delivery/delivery-state';
+import { emptyResult } from '../../lib/delivery/drain-result';
+import { LazyAbort } from '../../lib/delivery/lazy-abort';
+import { LeaseRenewal, renewalIntervalMs } from '../../lib/delivery/lease-renewal';
+import type { RenewalArgs } from '../../lib/dialects/shared/outbox-dialect.interface';
+import type { OutboxStore } from '../../lib/store/outbox.store';
+import { eventually } from '../fixtures/eventually';
+
+const LEASE_MS = 60;
+
+/** A store whose renewal keeps every id but those in `lost`; `answer` may replace it. */
+function fakeStore() {
+  const lost = new Set<string>();
+  const calls: RenewalArgs[] = [];
+  let answer: (args: RenewalArgs) => Promise<string[]> = async (args) => args.ids.filter((id) => !lost.has(id));
+  const store = {
+    executor: {},
+    table: {},
+    dialect: {
+      renew: async (_executor: unknown, _table: unknown, args: RenewalArgs) => {
+        calls.push(args);
+        return answer(args);
+      },
+    },
+  } as unknown as OutboxStore;
+  return { store, lost, calls, answer: (next: typeof answer) => void (answer = next) };
+}
+
+describe('LeaseRenewal', () => {
+  let renewal: LeaseRenewal | undefined;
+  beforeAll(() => Logger.overrideLogger(false));
+  afterAll(() => Logger.overrideLogger(['log', 'error', 'warn']));
+  afterEach(async () => {
+    await renewal?.stop();
+    renewal = undefined;
+  });
+
+  function setUp() {
+    const fake = fakeStore();
+    const state = new DeliveryState();
+    const events = new OutboxEvents();
+    const seen: OutboxLifecycleEvent[] = [];
+    events.events$.subscribe((e) => seen.push(e));
+    const total = emptyResult();
+    const running = new LazyAbort();
+    const gaveUp = jest.fn();
+    running.onGiveUp = gaveUp;
+    state.waiting.set('waiting', { token: 'T', total });
+    state.inFlight.set('running', { token: 'T', abort: new Set([running]) });
+    // Another claim's event: never renewed by this one.
+    state.inFlight.set('other', { token: 'U', abort: new Set() });
+    renewal = new LeaseRenewal('T', performance.now(), LEASE_MS, total, { store: fake.store, events, state });
+    return { ...fake, state, seen, total, running, gaveUp, renewal };
+  }
+
+  it('renews every third of the lease, in one call for the waiting and running events of its claim', async () => {
+    expect(renewalIntervalMs(60_000)).toBe(20_000);
+    const { calls, state } = setUp();
+    await eventually(() => calls.length >= 2, 2000, 'two renewals');
+    expect(calls[0]).toEqual({ ids: ['waiting', 'running'], token: 'T', leaseMs: LEASE_MS });
+    expect(state.renewals.size).toBe(1);
+  });
+
+  it('gives up an event it no longer holds: aborts its handlers, counts and reports the lost lease', async () => {
+    const { lost, total, running, gaveUp, seen, state, renewal: r } = setUp();
+    lost.add('running');
+    await eventually(() => total.lostLeases === 1, 2000, 'the lost lease');
+    expect(r.isLost('running')).toBe(true);
+    expect(r.isLost('waiting')).toBe(false);
+    expect(running.signal.aborted).toBe(true);
+    expect(running.signal.reason).toMatchObject({ name: 'OutboxLeaseLostError' });
+    expect(gaveUp).toHaveBeenCalledWith(running.signal.reason);
+    expect(seen).toEqual([{ type: 'lease.lost', at: expect.any(Date), ids: ['running'], count: 1, what: 'renew' }]);
+    expect(state.waiting.has('waiting')).toBe(true);
+  });
+
+  it('takes a waiting event it lost off the queue, so it never starts', async () => {
+    const { lost, total, state } = setUp();
+    lost.add('waiting');
+    await eventually(() => total.lostLeases === 1, 2000, 'the lost lease');
+    expect(state.waiting.has('waiting')).toBe(false);
+  });
+
+  it('does not count an event that finished while the renewal was on its way', async () => {
+    const { answer, state, total, calls } = setUp();
+    answer(async (args) => {
+      // Its outcome is being written meanwhile: the row no longer matches the renewal.
+      state.inFlight.delete('running');
+      return args.ids.filter((id) => id !== 'running');
+    });
+    await eventually(() => calls.length >= 2, 2000, 'two renewals');
+    expect(total.lostLeases).toBe(0);
+  });
+
+  it('keeps the lease it knows when a renewal fails, and tries again', async () => {
+    const { answer, calls, total, renewal: r } = setUp();
+    answer(async () => {
+      throw new Error('connection refused');
+    });
+    await eventually(() => calls.length >= 3, 2000, 'three tries');
+    expect(total.lostLeases).toBe(0);
+    expect(r.leaseLeftMs()).toBeLessThan(0);
+  });
+
+  it('issues nothing once the worker has closed, and stop() waits for the renewal on its way', async () => {
+    const { answer, calls, state, renewal: r } = setUp();
+    let finish!: () => void;
+    answer((args) => new Promise((resolve) => (finish = () => resolve(args.ids))));
+    await eventually(() => calls.length === 1, 2000, 'a renewal on its way');
+    let stopped = false;
+    const stopping = r.stop().then(() => (stopped = true));
+    await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+    expect(stopped).toBe(false);
+    expect(calls).toHaveLength(1);
+    finish();
+    await stopping;
+    expect(state.renewals.size).toBe(0);
+
+    const again = setUp();
+    again.state.closed = true;
+    await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+    expect(again.calls).toEqual([]);
+    expect(again.state.renewals.size).toBe(0);
+  });
+});
