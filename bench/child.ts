@@ -2,6 +2,7 @@
  * One worker process of the benchmark. Modes (argv[2]):
  *  lib-drain  <db> <table> <batch>   a Nest app with the outbox; on "go" drains, prints {"delivered":n}
  *  raw-drain  <db> <table> <batch>   the hand-written drain loop with the bare driver, same protocol
+ *  relay-drain <db> <table> <batch>  the minimal relay (relay.ts) on its own table, same protocol
  *  lib-listen <db> <table>           a Nest app whose worker polls (default interval); prints "R <id> <ms>" per event
  *  lib-memory <db> <table> <batch> <total>  drains like lib-drain, printing RSS before, at each quarter, and after (run with --expose-gc)
  *  raw-memory <db> <table> <batch> <total>  the same with the hand-written drain loop: the baseline of what Node and the driver take
@@ -10,6 +11,7 @@ import { createInterface } from 'node:readline';
 import { OutboxWorker } from '../lib';
 import { libraryApp, Sink, type Db } from './env';
 import { raw, rawDrain } from './raw';
+import { relayDrain } from './relay';
 
 const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, string, string];
 const batch = Number(batchText ?? 500);
@@ -61,6 +63,17 @@ async function main() {
       const probe = memoryProbe(Number(process.argv[6]));
       const delivered = await rawDrain(db, r, table, batch, (count) => probe.delivered(count));
       out(JSON.stringify(probe.report(delivered)));
+      await r.close();
+    });
+    return;
+  }
+  if (mode === 'relay-drain') {
+    const r = await raw(db, 1);
+    let handled = 0;
+    out('READY');
+    onGo(async () => {
+      const delivered = await relayDrain(db, r, table, batch, () => void handled++);
+      out(JSON.stringify({ delivered, handled }));
       await r.close();
     });
     return;

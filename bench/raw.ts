@@ -136,9 +136,9 @@ export async function fill(db: Db, r: Raw, table: string, count: number, status:
       await r.query(
         `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${n})
          INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at", "processed_at")
-         SELECT lower(hex(randomblob(16))), 'bench.event', '{"n":1}', ?1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds'),
-           CASE WHEN ?1 = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (abs(random()) % ${Math.max(1, spreadMs)}) / 1000.0 || ' seconds') END FROM s`,
-        [status],
+         SELECT lower(hex(randomblob(16))), 'bench.event', '{"n":1}', ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds'),
+           CASE WHEN ? = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (abs(random()) % ${Math.max(1, spreadMs)}) / 1000.0 || ' seconds') END FROM s`,
+        [status, status],
       );
     }
   }

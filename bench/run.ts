@@ -21,6 +21,7 @@ import type { OutboxStore } from '../lib/store/outbox.store';
 import { DBS, libraryApp, percentile, type Db } from './env';
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
+import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
@@ -126,13 +127,22 @@ async function enqueue(db: Db) {
       if (withOutbox) await outbox.publish('bench.event', { orderId: id, amount: 42 });
     });
   // Interleaved rounds, medians: the tables grow as the run goes, and this machine is noisy.
-  const samples = { rawBusiness: [] as number[], libBusiness: [] as number[], rawOutbox: [] as number[], libOutbox: [] as number[] };
+  await createRelayTable(db, r, TABLE);
+  const samples = {
+    rawBusiness: [] as number[],
+    libBusiness: [] as number[],
+    rawOutbox: [] as number[],
+    libOutbox: [] as number[],
+    relayOutbox: [] as number[],
+  };
   for (let round = 0; round < ENQUEUE_ROUNDS; round++) {
     samples.rawBusiness.push(await loop(() => rawEnqueue(db, r, TABLE, false)));
     samples.libBusiness.push(await loop(libOnce(false)));
     samples.rawOutbox.push(await loop(() => rawEnqueue(db, r, TABLE, true)));
+    samples.relayOutbox.push(await loop(() => relayEnqueue(db, r, TABLE, crypto.randomUUID())));
     samples.libOutbox.push(await loop(libOnce(true)));
   }
+  await dropRelayTable(db, r, TABLE);
   await app.close();
   await r.close();
   const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
@@ -140,10 +150,13 @@ async function enqueue(db: Db) {
   const rawOutbox = median(samples.rawOutbox);
   const libBusiness = median(samples.libBusiness);
   const libOutbox = median(samples.libOutbox);
+  const relayOutbox = median(samples.relayOutbox);
   return {
     rawBusiness,
     rawOutbox,
     rawRatio: rawOutbox / rawBusiness,
+    relayOutbox,
+    relayRatio: relayOutbox / rawBusiness,
     libBusiness,
     libOutbox,
     libRatio: libOutbox / libBusiness,
@@ -151,10 +164,15 @@ async function enqueue(db: Db) {
 }
 
 /** (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. */
-async function drain(db: Db, impl: 'lib' | 'raw', workers: number, batch: number) {
+async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, batch: number) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
-  await fill(db, r, TABLE, SIZES.drainEvents);
+  if (impl === 'relay') {
+    await createRelayTable(db, r, TABLE);
+    await fillRelay(db, r, TABLE, SIZES.drainEvents);
+  } else {
+    await fill(db, r, TABLE, SIZES.drainEvents);
+  }
   const children = Array.from({ length: workers }, () => child([`${impl}-drain`, db, TABLE, String(batch)]));
   await Promise.all(children.map((c) => c.ready));
   const { ms, value } = await timed(async () => {
@@ -162,11 +180,15 @@ async function drain(db: Db, impl: 'lib' | 'raw', workers: number, batch: number
     return Promise.all(children.map((c) => c.result));
   });
   const delivered = value.reduce((sum, v) => sum + v.delivered, 0);
-  const [{ n }] = (
-    await r.query(
-      `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
-    )
-  ).rows;
+  const n =
+    impl === 'relay'
+      ? await relayDelivered(db, r, TABLE)
+      : (
+          await r.query(
+            `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
+          )
+        ).rows[0].n;
+  if (impl === 'relay') await dropRelayTable(db, r, TABLE);
   await r.close();
   const exactlyOnce = delivered === SIZES.drainEvents && Number(n) === SIZES.drainEvents;
   if (!exactlyOnce) throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${SIZES.drainEvents}`);
@@ -285,7 +307,7 @@ async function main() {
     const d: Record<string, number> = {};
     for (const workers of !SECTIONS.has('drain') ? [] : db === 'sqlite' ? [1] : [1, 4]) {
       for (const batch of [50, 500]) {
-        for (const impl of ['raw', 'lib'] as const) {
+        for (const impl of ['relay', 'raw', 'lib'] as const) {
           d[`${impl}_${workers}w_b${batch}`] = (await drain(db, impl, workers, batch)).eventsPerSecond;
           log(`   ${impl} ${workers}w b${batch}: ${Math.round(d[`${impl}_${workers}w_b${batch}`])}/s`);
         }
@@ -336,30 +358,43 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
     '',
     `Enqueue: medians of ${ENQUEUE_ROUNDS} interleaved rounds of ${SIZES.enqueueSeconds} s per variant.`,
     '',
-    '| database | measure | raw SQL | library | library / raw | target |',
-    '| --- | --- | ---: | ---: | ---: | --- |',
+    'Two baselines in the same run: raw SQL does the library\'s work on the library\'s schema; the minimal relay',
+    '(bench/relay.ts) does the least any relay can, on a narrow table of its own (no leases, attempts or fencing).',
+    '',
+    '| database | measure | minimal relay | raw SQL | library | library / relay | library / raw | target |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |',
   ];
   for (const db of dbs) {
     const r = results[db] as R;
     const e = r.enqueue;
     const enqueueOk = e ? Math.abs(e.libRatio - e.rawRatio) <= 0.05 : false;
-    if (e) lines.push(`| ${db} | enqueue, business only (tx/s, 4 clients) | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | ${f(e.libBusiness / e.rawBusiness, 2)} | |`);
-    if (e) lines.push(
-      `| ${db} | enqueue, business + event (tx/s) | ${f(e.rawOutbox)} | ${f(e.libOutbox)} | ${f(e.libOutbox / e.rawOutbox, 2)} | ` +
-        `with/without: raw ${f(e.rawRatio, 2)}, library ${f(e.libRatio, 2)}` +
-        (db === 'postgres' ? ` — ${verdict(enqueueOk)} (within 0.05)` : '') +
-        ' |',
-    );
-    for (const key of Object.keys(r.drain).filter((k) => k.startsWith('raw_'))) {
-      const config = key.slice(4);
-      const ratio = r.drain[`lib_${config}`] / r.drain[key];
-      const target = db === 'postgres' ? (config === '4w_b500' ? 0.7 : undefined) : config.endsWith('b500') && (db === 'sqlite' || config.startsWith('4w')) ? 0.6 : undefined;
+    if (e) {
       lines.push(
-        `| ${db} | drain ${config.replace('w_b', ' worker(s), batch ')} (events/s) | ${f(r.drain[key])} | ${f(r.drain[`lib_${config}`])} | ${f(ratio, 2)} | ` +
-          (target ? `≥ ${target}: ${verdict(ratio >= target)}` : '') +
+        `| ${db} | enqueue, business only (tx/s, 4 clients) | | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | | ${f(e.libBusiness / e.rawBusiness, 2)} | |`,
+        `| ${db} | enqueue, business + event (tx/s) | ${f(e.relayOutbox)} | ${f(e.rawOutbox)} | ${f(e.libOutbox)} | ` +
+          `${f(e.libOutbox / e.relayOutbox, 2)} | ${f(e.libOutbox / e.rawOutbox, 2)} | ` +
+          `with/without: relay ${f(e.relayRatio, 2)}, raw ${f(e.rawRatio, 2)}, library ${f(e.libRatio, 2)}` +
+          (db === 'postgres' ? ` — ${verdict(enqueueOk)} (within 0.05 of raw)` : '') +
           ' |',
       );
     }
+    for (const key of Object.keys(r.drain).filter((k) => k.startsWith('raw_'))) {
+      const config = key.slice(4);
+      const lib = r.drain[`lib_${config}`];
+      const relay = r.drain[`relay_${config}`];
+      const ratio = lib / r.drain[key];
+      const target = db === 'postgres' ? (config === '4w_b500' ? 0.7 : undefined) : config.endsWith('b500') && (db === 'sqlite' || config.startsWith('4w')) ? 0.6 : undefined;
+      lines.push(
+        `| ${db} | drain ${config.replace('w_b', ' worker(s), batch ')} (events/s) | ${f(relay)} | ${f(r.drain[key])} | ${f(lib)} | ` +
+          `${f(lib / relay, 2)} | ${f(ratio, 2)} | ` +
+          (target ? `≥ ${target} of raw: ${verdict(ratio >= target)}` : '') +
+          ' |',
+      );
+    }
+  }
+  lines.push('', '| database | measure | raw SQL | library | library / raw | target |', '| --- | --- | ---: | ---: | ---: | --- |');
+  for (const db of dbs) {
+    const r = results[db] as R;
     const l = r.latency;
     if (l) lines.push(
       `| ${db} | commit → handler in another instance, p50 / p95 / p99 (ms) | | ${f(l.p50)} / ${f(l.p95)} / ${f(l.p99)} (${l.received}/${l.events}) | | ` +
