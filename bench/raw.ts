@@ -115,29 +115,44 @@ export async function dropTables(db: Db, r: Raw, table: string): Promise<void> {
 
 /** Inserts `count` events in one statement per 100,000, by SQL: `status` pending (due now) or delivered. */
 /** Inserts `count` events; delivered ones processed up to `spreadMs` ago (evenly spread), as retention would keep them. */
+/** Ids of filled rows, counted across calls so that no two are equal. */
+let filled = 0;
+
+/**
+ * Inserts `count` rows in statements of 100,000. Their ids are time-ordered like the library's UUIDv7
+ * (the time of the statement, then a counter), so rows sit in the table in the order they are claimed,
+ * as they do when a real application writes them over time; random ids would scatter each claim over
+ * the whole table and measure the fill rather than the outbox.
+ */
 export async function fill(db: Db, r: Raw, table: string, count: number, status: 'pending' | 'delivered' = 'pending', spreadMs = 0) {
   for (let done = 0; done < count; done += 100_000) {
     const n = Math.min(100_000, count - done);
+    const base = filled;
+    filled += n;
     if (db === 'postgres') {
       await r.query(
         `INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at", "processed_at")
-         SELECT gen_random_uuid(), 'bench.event', '{"n":1}'::jsonb, $1::varchar, now() - interval '1 second', CASE WHEN $1::varchar = 'delivered' THEN now() - random() * ${spreadMs} * interval '1 millisecond' END
-         FROM generate_series(1, ${n})`,
+         SELECT (lpad(to_hex((extract(epoch FROM now()) * 1000)::bigint), 12, '0') || '7' || lpad(to_hex(${base} + n), 19, '0'))::uuid,
+           'bench.event', '{"n":1}'::jsonb, $1::varchar, now() - interval '1 second', CASE WHEN $1::varchar = 'delivered' THEN now() - random() * ${spreadMs} * interval '1 millisecond' END
+         FROM generate_series(1, ${n}) AS n`,
         [status],
       );
     } else if (db === 'mariadb') {
       await r.query(
         `INSERT INTO \`${table}\` (\`id\`, \`topic\`, \`payload\`, \`headers\`, \`status\`, \`available_at\`, \`completed_handlers\`, \`created_at\`, \`processed_at\`)
-         SELECT UUID(), 'bench.event', '{"n":1}', '{}', ?, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, '[]', UTC_TIMESTAMP(6), IF(? = 'delivered', UTC_TIMESTAMP(6) - INTERVAL FLOOR(RAND() * ${spreadMs * 1000}) MICROSECOND, NULL)
-         FROM seq_1_to_${n}`,
+         SELECT LOWER(CONCAT(SUBSTR(h, 1, 8), '-', SUBSTR(h, 9, 4), '-7', SUBSTR(c, 1, 3), '-8', SUBSTR(c, 4, 3), '-', SUBSTR(c, 7, 12))),
+           'bench.event', '{"n":1}', '{}', ?, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, '[]', UTC_TIMESTAMP(6), IF(? = 'delivered', UTC_TIMESTAMP(6) - INTERVAL FLOOR(RAND() * ${spreadMs * 1000}) MICROSECOND, NULL)
+         FROM (SELECT LPAD(HEX(FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000)), 12, '0') AS h, LPAD(HEX(${base} + seq), 18, '0') AS c FROM seq_1_to_${n}) AS k`,
         [status, status],
       );
     } else {
       await r.query(
-        `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${n})
+        `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${n}),
+           k AS (SELECT printf('%012x', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS h, printf('%018x', ${base} + n) AS c FROM s)
          INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at", "processed_at")
-         SELECT lower(hex(randomblob(16))), 'bench.event', '{"n":1}', ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds'),
-           CASE WHEN ? = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (abs(random()) % ${Math.max(1, spreadMs)}) / 1000.0 || ' seconds') END FROM s`,
+         SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(c, 1, 3) || '-8' || substr(c, 4, 3) || '-' || substr(c, 7, 12),
+           'bench.event', '{"n":1}', ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds'),
+           CASE WHEN ? = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (abs(random()) % ${Math.max(1, spreadMs)}) / 1000.0 || ' seconds') END FROM k`,
         [status, status],
       );
     }

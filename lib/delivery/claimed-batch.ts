@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { previousAttemptExpired } from '../dialects/shared/dialect.util';
-import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
 import { leaseMarginMs } from '../utils/lease-margin';
@@ -11,7 +11,8 @@ import type { OutboxDrainResult } from './drain-result';
 import { deadLetterReason, decideFailure, MAX_ERROR_LENGTH, undecodableError } from './failure-policy';
 import type { FencedWrites } from './fenced-writes';
 import type { HandlerInvoker, HandlerOutcome } from './handler-invoker';
-import type { LazyAbort } from './lazy-abort';
+import { LazyAbort } from './lazy-abort';
+import { DeliveredMessage } from './delivered-message';
 import { LeaseRenewal } from './lease-renewal';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { DeliveryTargets } from './delivery-targets';
@@ -105,7 +106,7 @@ export class ClaimedBatch {
    * the batch is acknowledged, and at most one per claim: the others like it go back at once,
    * uncounted, to be claimed again.
    */
-  private async isolatingSuspects(events: StoredEvent[]): Promise<number> {
+  private async isolatingSuspects(events: ClaimedEvent[]): Promise<number> {
     const suspects = events.filter(previousAttemptExpired);
     if (suspects.length === 0) {
       await this.inLanes(events);
@@ -126,7 +127,7 @@ export class ClaimedBatch {
   }
 
   /** Delivers `events` with up to `concurrency` at a time, acknowledging successes as they come. */
-  private async inLanes(events: StoredEvent[]): Promise<void> {
+  private async inLanes(events: ClaimedEvent[]): Promise<void> {
     if (events.length === 0) return;
     const { state } = this.ctx;
     const acks = new AckBuffer((ids) => this.acknowledge(ids, events));
@@ -150,39 +151,33 @@ export class ClaimedBatch {
   }
 
   /** Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch). */
-  private async deliver(event: StoredEvent): Promise<boolean> {
+  private async deliver(event: ClaimedEvent): Promise<boolean> {
     const { state, options } = this.ctx;
     // Given back by a shutdown that timed out while it waited for a lane.
     if (!state.waiting.delete(event.id)) return false;
     const handlers = this.ctx.targets.forTopic(event.topic);
-    const pending = handlers.filter((h) => !event.completedHandlers.includes(h.name));
+    const done = event.completedHandlers;
+    const pending = done.length === 0 ? handlers : handlers.filter((h) => !done.includes(h.name));
     const { renewal } = this;
     const margin = leaseMarginMs(options.worker.leaseMs);
     // Renewed, the lease need only last until the next renewal; else, until the longest timeout ends.
     const needed = renewal ? renewal.intervalMs + margin : Math.max(0, ...pending.map((h) => h.timeoutMs)) + margin;
     const leaseLeft = renewal ? renewal.leaseLeftMs() : options.worker.leaseMs - (performance.now() - this.claimedAt);
-    if (state.stopping || needed > leaseLeft) {
-      // Not started: hand it back with its attempt, rather than start what the lease cannot cover.
-      const recorded = await this.ctx.writes.record('release', event.id, () =>
-        this.ctx.store.release(event.id, this.token, true),
-      );
-      if (recorded === 'done') this.total.released++;
-      else if (recorded === 'rejected') this.total.lostLeases++;
-      if (recorded === 'done' && this.ctx.events.observed) {
-        const why = state.stopping ? 'shutdown' : 'lease-budget';
-        this.ctx.events.emit({ type: 'released', ids: [event.id], uncounted: true, why });
-      }
-      return false;
-    }
+    if (state.stopping || needed > leaseLeft) return this.giveBackUnstarted(event);
 
-    const abort = new Set<LazyAbort>();
-    state.inFlight.set(event.id, { token: this.token, abort });
+    const aborts = pending.map(() => new LazyAbort());
+    state.inFlight.set(event.id, { token: this.token, abort: aborts });
+    const { invoker } = this.ctx;
     let outcomes: HandlerOutcome[];
     try {
-      outcomes =
-        handlers.length === 0
-          ? [] // reported below as "no handler"
-          : await Promise.all(pending.map((handler, i) => this.ctx.invoker.invoke(handler, event, abort, i > 0)));
+      if (pending.length === 1) {
+        // One target, the common case, without the arrays of messages and promises.
+        outcomes = [await invoker.invoke(pending[0], event, new DeliveredMessage(event, aborts[0], false), aborts[0])];
+      } else {
+        // Every copy is made before any handler runs (and may change what it was given).
+        const messages = pending.map((_, i) => new DeliveredMessage(event, aborts[i], i > 0));
+        outcomes = await Promise.all(pending.map((handler, i) => invoker.invoke(handler, event, messages[i], aborts[i])));
+      }
     } finally {
       state.inFlight.delete(event.id);
     }
@@ -193,8 +188,21 @@ export class ClaimedBatch {
     return false;
   }
 
+  /** Not started: handed back with its attempt, rather than started where the lease cannot cover it. */
+  private async giveBackUnstarted(event: ClaimedEvent): Promise<false> {
+    const { state } = this.ctx;
+    const recorded = await this.ctx.writes.record('release', event.id, () => this.ctx.store.release(event.id, this.token, true));
+    if (recorded === 'done') this.total.released++;
+    else if (recorded === 'rejected') this.total.lostLeases++;
+    if (recorded === 'done' && this.ctx.events.observed) {
+      const why = state.stopping ? 'shutdown' : 'lease-budget';
+      this.ctx.events.emit({ type: 'released', ids: [event.id], uncounted: true, why });
+    }
+    return false;
+  }
+
   /** One statement for a batch of successes, fenced by the claim token. */
-  private async acknowledge(ids: string[], batch: StoredEvent[]): Promise<void> {
+  private async acknowledge(ids: string[], batch: ClaimedEvent[]): Promise<void> {
     try {
       const acknowledged = await this.ctx.store.acknowledge(ids, this.token);
       this.total.delivered += acknowledged;
@@ -211,7 +219,7 @@ export class ClaimedBatch {
     }
   }
 
-  private async recordFailure(event: StoredEvent, targetCount: number, outcomes: HandlerOutcome[]): Promise<void> {
+  private async recordFailure(event: ClaimedEvent, targetCount: number, outcomes: HandlerOutcome[]): Promise<void> {
     const { retry, testing } = this.ctx.options;
     const decision = decideFailure(event, targetCount, outcomes, retry);
     const { errorText, deadLetter, nonRetryable } = decision;
@@ -263,7 +271,7 @@ export class ClaimedBatch {
   }
 
   /** A recorded failure: dead-lettered for `reason`, or retried in `delayMs`. */
-  private emitFailure(event: StoredEvent, error: string, outcome: 'handler' | 'non-retryable' | number): void {
+  private emitFailure(event: ClaimedEvent, error: string, outcome: 'handler' | 'non-retryable' | number): void {
     const { id, topic, attempts: attempt } = event;
     if (typeof outcome === 'number') {
       const dueAt = new Date(Date.now() + outcome);

@@ -15,7 +15,8 @@ export class DeliveryState {
    * ends is not recorded.
    */
   closed = false;
-  readonly inFlight = new Map<string, { token: string; abort: Set<LazyAbort> }>();
+  /** The events whose handlers run now, with one abort per handler call. */
+  readonly inFlight = new Map<string, { token: string; abort: readonly LazyAbort[] }>();
   /** Claimed events no handler has started yet: what shutdown gives back, uncounted, if it times out. */
   readonly waiting = new Map<string, { token: string; total: OutboxDrainResult }>();
   /** The successes of the batches running now, not yet written. */

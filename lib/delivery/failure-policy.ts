@@ -1,4 +1,4 @@
-import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
 import { LIMITS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
@@ -27,7 +27,7 @@ export interface FailureDecision {
  * none is a failure too.
  */
 export function decideFailure(
-  event: StoredEvent,
+  event: ClaimedEvent,
   targetCount: number,
   outcomes: HandlerOutcome[],
   retry: ResolvedOutboxOptions['retry'],
@@ -58,7 +58,7 @@ export function decideFailure(
  * Why the claim dead-lettered an event: its last attempt outlived the lease (the note says so, and the
  * error of the attempt before, if any, follows), or no attempt is left after a recorded failure.
  */
-export function deadLetterReason(event: StoredEvent): string {
+export function deadLetterReason(event: ClaimedEvent): string {
   if (event.lastExpiredAttempt !== event.attempts) return event.lastError ?? event.note ?? 'no attempt left';
   return event.lastError ? `${event.note}; last error: ${event.lastError}` : String(event.note);
 }

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxStore } from '../store/outbox.store';
 import { describeError } from '../utils/describe-error';
 import type { DeliveryState } from './delivery-state';
@@ -79,7 +79,7 @@ export class FencedWrites {
     ids: string[],
     applied: number,
     what: 'acknowledge' | 'release',
-    detail: StoredEvent[] | { uncounted: boolean; why: OutboxReleaseReason },
+    detail: ClaimedEvent[] | { uncounted: boolean; why: OutboxReleaseReason },
   ): void {
     if (!this.events.observed) return;
     if (applied < ids.length) this.events.emit({ type: 'lease.lost', ids, count: ids.length - applied, what });

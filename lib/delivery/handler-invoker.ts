@@ -1,10 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import type { StoredEvent } from '../dialects/shared/outbox-dialect.interface';
-import type { OutboxMessage } from '../interfaces/outbox-message.interface';
+import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
 import { describeError } from '../utils/describe-error';
 import { snapshotMessage } from '../utils/message-snapshot';
-import { LazyAbort } from './lazy-abort';
+import type { LazyAbort } from './lazy-abort';
+import type { DeliveredMessage } from './delivered-message';
+import { HandlerWatchdog } from './handler-watchdog';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { DeliveryTarget } from './delivery-targets';
 
@@ -23,67 +24,62 @@ class OutboxHandlerTimeoutError extends Error {
 
 /** Runs one delivery target on one event: its own message, its timeout, its abort signal. */
 export class HandlerInvoker {
+  /** Every call's timeout, on one timer. */
+  private readonly watchdog = new HandlerWatchdog();
+
   constructor(
     private readonly events: OutboxEvents,
     private readonly testing?: OutboxTestingHooks,
   ) {}
 
   /**
-   * Never rejects: a handler's exception, rejection or timeout becomes the outcome's `error`.
-   * `running` holds the abort of every run in progress, so shutdown can abort them.
+   * Never rejects: a handler's exception, rejection or timeout becomes the outcome's `error`. The
+   * handler is called at once, with `message` (built with `abort`, see `DeliveredMessage`). `abort`
+   * belongs to this call: shutdown and a lost lease abort the run through it (its signal is built only
+   * if the handler reads `message.signal`), and `giveUp` also ends the wait for the outcome.
    */
-  async invoke(
-    handler: DeliveryTarget,
-    event: StoredEvent,
-    running: Set<LazyAbort>,
-    copyPayload: boolean,
-  ): Promise<HandlerOutcome> {
-    // Aborted by the timeout below, a lost lease or shutdown; built only if the handler reads `signal`.
-    const abort = new LazyAbort();
-    running.add(abort);
-    const message = {
-      id: event.id,
-      topic: event.topic,
-      key: event.key,
-      // Each handler gets its own copy, so one cannot change what the next one sees.
-      payload: copyPayload ? structuredClone(event.payload) : event.payload,
-      headers: { ...event.headers },
-      attempt: event.attempts,
-      createdAt: event.createdAt,
-      get signal() {
-        return abort.signal;
-      },
-    } satisfies OutboxMessage;
+  invoke(handler: DeliveryTarget, event: ClaimedEvent, message: DeliveredMessage, abort: LazyAbort): Promise<HandlerOutcome> {
     // Under OutboxTesting: the message as the handler got it, before it could change it.
     const seen = this.testing && handler.kind === 'handler' ? snapshotMessage(message) : undefined;
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      // A lost lease ends the wait at once too (see LeaseRenewal).
-      abort.onGiveUp = reject;
-      timer = setTimeout(() => {
-        const error = new OutboxHandlerTimeoutError(handler.timeoutMs);
-        abort.abort(error);
-        reject(error);
-      }, handler.timeoutMs);
-    });
     // Timed only while someone listens for the outcome.
     const started = this.events.observed ? performance.now() : -1;
-    let outcome: HandlerOutcome;
-    try {
-      await Promise.race([Promise.resolve().then(() => handler.invoke(message)), timedOut]);
-      outcome = { handler };
-    } catch (error) {
-      outcome = { handler, error };
-    } finally {
-      clearTimeout(timer);
-      running.delete(abort);
-    }
-    if (started >= 0) this.emitRun(event, outcome, performance.now() - started);
-    if (seen) this.testing!.handlerCalled(handler.name, seen, outcome.error);
-    return outcome;
+    return new Promise<HandlerOutcome>((resolve) => {
+      let settled = false;
+      const settle = (error: unknown, failed: boolean) => {
+        if (settled) return;
+        settled = true;
+        watch.end();
+        const outcome: HandlerOutcome = failed ? { handler, error } : { handler };
+        if (started >= 0) this.emitRun(event, outcome, performance.now() - started);
+        if (seen) this.testing!.handlerCalled(handler.name, seen, outcome.error);
+        resolve(outcome);
+      };
+      const watch = this.watchdog.watch(handler.timeoutMs, () => {
+        const error = new OutboxHandlerTimeoutError(handler.timeoutMs);
+        abort.abort(error);
+        settle(error, true);
+      });
+      // A lost lease ends the wait at once too (see LeaseRenewal).
+      abort.onGiveUp = (reason) => settle(reason, true);
+      let result: unknown;
+      try {
+        result = handler.invoke(message);
+      } catch (error) {
+        settle(error, true);
+        return;
+      }
+      if (isThenable(result)) {
+        result.then(
+          () => settle(undefined, false),
+          (error: unknown) => settle(error, true),
+        );
+      } else {
+        settle(undefined, false);
+      }
+    });
   }
 
-  private emitRun(event: StoredEvent, outcome: HandlerOutcome, durationMs: number): void {
+  private emitRun(event: ClaimedEvent, outcome: HandlerOutcome, durationMs: number): void {
     const run = { id: event.id, topic: event.topic, handler: outcome.handler.name, attempt: event.attempts, durationMs };
     this.events.emit(
       'error' in outcome
@@ -91,4 +87,8 @@ export class HandlerInvoker {
         : { type: 'handler.succeeded', ...run },
     );
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }

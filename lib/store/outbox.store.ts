@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { describeError } from '../utils/describe-error';
+import { decodeClaimed } from '../dialects/shared/dialect.util';
 import { dialectForType, isSqlite } from '../dialects/dialect-for-type';
 import type {
+  ClaimedEvent,
   FailureUpdate,
   OutboxDialect,
   RetentionBatch,
@@ -30,9 +32,9 @@ import { insertChunks } from './insert-chunks';
 export interface ClaimResult {
   token: string;
   /** Claimed events to deliver now. */
-  events: StoredEvent[];
+  events: ClaimedEvent[];
   /** Events whose final attempt's lease had expired: dead-lettered by the claim. */
-  deadLettered: StoredEvent[];
+  deadLettered: ClaimedEvent[];
   /**
    * Claimed rows that cannot be decoded (say, JSON cut short by MySQL's non-strict `sql_mode`), with
    * the reason. `deadLettered`: the claim already dead-lettered it, its attempts spent; else it is
@@ -187,9 +189,9 @@ export class OutboxStore implements OnModuleInit {
     const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [] };
     // The claim has committed: one row that cannot be read must not take its batch-mates down with it.
     for (const row of rows) {
-      let event: StoredEvent;
+      let event: ClaimedEvent;
       try {
-        event = this.dialect.decode(row);
+        event = decodeClaimed(row);
       } catch (error) {
         claim.undecodable.push({
           id: String(row.id),
@@ -248,7 +250,7 @@ export class OutboxStore implements OnModuleInit {
   }
 }
 
-function byDueTime(a: StoredEvent, b: StoredEvent): number {
+function byDueTime(a: ClaimedEvent, b: ClaimedEvent): number {
   return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 

@@ -49,9 +49,9 @@ describe('LeaseRenewal', () => {
     const gaveUp = jest.fn();
     running.onGiveUp = gaveUp;
     state.waiting.set('waiting', { token: 'T', total });
-    state.inFlight.set('running', { token: 'T', abort: new Set([running]) });
+    state.inFlight.set('running', { token: 'T', abort: [running] });
     // Another claim's event: never renewed by this one.
-    state.inFlight.set('other', { token: 'U', abort: new Set() });
+    state.inFlight.set('other', { token: 'U', abort: [] });
     renewal = new LeaseRenewal('T', performance.now(), LEASE_MS, total, { store: fake.store, events, state });
     return { ...fake, state, seen, total, running, gaveUp, renewal };
   }

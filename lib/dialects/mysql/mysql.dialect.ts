@@ -1,9 +1,12 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
-import { decodeRow, driverErrno, INSERT_COLUMNS, insertParams, LEASE_EXPIRED, NO_OUTCOME } from '../shared/dialect.util';
+import { CLAIMED_COLUMNS, decodeRow, driverErrno, INSERT_COLUMNS, insertParams, LEASE_EXPIRED, NO_OUTCOME } from '../shared/dialect.util';
 import { onDedupeConflict, requireVersion } from '../shared/dialect.util';
 import { indexesOf, purgeBatch, purgeSelection } from './mysql-retention';
 import { mysqlSchema } from './mysql-schema';
 import { COLUMNS, NOW, q, qt, utcDatetime, utcText } from './mysql-sql';
+
+/** What a claim reads back (see `ClaimedEvent`). */
+const CLAIMED = [...CLAIMED_COLUMNS.map(q), `${utcText(q('created_at'))} AS ${q('created_at')}`].join(', ');
 import { mysqlFlavor } from './mysql-flavor';
 import { json } from './mysql-history';
 import { appendAttempt, LOGGED_ERROR_LENGTH } from '../shared/attempt-log';
@@ -157,7 +160,7 @@ export class MysqlDialect implements OutboxDialect {
       });
       const { rows } = await run({
         sql:
-          `SELECT ${COLUMNS} FROM ${qt(table)} WHERE \`id\` IN (${list}) ` +
+          `SELECT ${CLAIMED} FROM ${qt(table)} WHERE \`id\` IN (${list}) ` +
           "AND (`claim_token` = ? OR (`status` = 'dead' AND `claim_token` IS NULL))",
         params: [...ids, a.token],
       });

@@ -4,7 +4,7 @@ import { postgresSchema } from './postgres-schema';
 import { PostgresWakeUp } from './postgres-wake-up';
 import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
+import { CLAIMED_COLUMNS, decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
@@ -115,6 +115,7 @@ export class PostgresDialect implements OutboxDialect {
     });
     const { rows } = await executor.run({
       // One statement: the locking selection (eligibility inside it) feeds the update, re-checked there.
+      // The creation time comes back as epoch milliseconds: a number, where a timestamp is parsed from text.
       sql: `WITH picked AS (${this.claimSelection(table, a.batchSize).sql})
         UPDATE ${t} AS o SET
           "attempts" = CASE WHEN ${spent} THEN o."attempts" ELSE o."attempts" + 1 END,
@@ -132,7 +133,8 @@ export class PostgresDialect implements OutboxDialect {
             ELSE o."note" END
         FROM picked
         WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()
-        RETURNING o.*`,
+        RETURNING ${CLAIMED_COLUMNS.map((c) => `o.${quoteIdent(c)}`).join(', ')},
+          (extract(epoch FROM o."created_at") * 1000)::float8 AS "created_at"`,
       params: [a.batchSize, a.token, a.leaseMs, a.maxAttempts],
     });
     return rows;

@@ -1,5 +1,5 @@
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
-import type { OutboxStatus, StoredEvent } from './outbox-dialect.interface';
+import type { ClaimedEvent, OutboxStatus, StoredEvent } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 
 import { OutboxUnsupportedDatabaseError } from '../../errors/outbox.errors';
@@ -87,6 +87,40 @@ export function decodeRow(row: Record<string, unknown>): StoredEvent {
   };
 }
 
+/** The columns of a claimed row the worker reads, besides `created_at` (each dialect returns it its own way). */
+export const CLAIMED_COLUMNS = [
+  'id',
+  'topic',
+  'key',
+  'payload',
+  'headers',
+  'status',
+  'attempts',
+  'completed_handlers',
+  'last_error',
+  'note',
+  'last_expired_attempt',
+];
+
+/** Decodes a row a claim returned (see `CLAIMED_COLUMNS`). */
+export function decodeClaimed(row: Record<string, unknown>): ClaimedEvent {
+  const created = row.created_at;
+  return {
+    id: String(row.id),
+    topic: String(row.topic),
+    key: (row.key as string | null) ?? null,
+    payload: parseJson(row.payload),
+    headers: (parseJson(row.headers) as Record<string, string>) ?? {},
+    status: row.status as OutboxStatus,
+    attempts: Number(row.attempts),
+    completedHandlers: (parseJson(row.completed_handlers) as string[]) ?? [],
+    lastError: (row.last_error as string | null) ?? null,
+    note: (row.note as string | null) ?? null,
+    lastExpiredAttempt: row.last_expired_attempt == null ? null : Number(row.last_expired_attempt),
+    createdAt: typeof created === 'number' ? new Date(created) : toDate(created),
+  };
+}
+
 /**
  * The eight parameters of one inserted row, in INSERT_COLUMNS order; the due time is either the
  * caller's instant or a delay from the database's now, each in the dialect's own form.
@@ -138,7 +172,7 @@ export const NO_OUTCOME = 'ended without a recorded outcome, and no attempt is l
  * the claim that took the event back counted it. Such an event may be what stopped the last worker
  * that ran it.
  */
-export function previousAttemptExpired(event: StoredEvent): boolean {
+export function previousAttemptExpired(event: ClaimedEvent): boolean {
   return event.lastExpiredAttempt !== null && event.lastExpiredAttempt === event.attempts - 1;
 }
 

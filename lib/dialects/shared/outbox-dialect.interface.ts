@@ -7,6 +7,15 @@ export type { OutboxStatus } from '../../interfaces/outbox-event-record.interfac
 /** One row of the outbox table, decoded the same way on every database. */
 export type StoredEvent = OutboxEventRecord;
 
+/**
+ * What the worker reads of a claimed row, and all a claim returns: every column more is paid for per
+ * event (sent, parsed, decoded) on the hottest path.
+ */
+export type ClaimedEvent = Pick<
+  StoredEvent,
+  'id' | 'topic' | 'key' | 'payload' | 'headers' | 'status' | 'attempts' | 'completedHandlers' | 'lastError' | 'note' | 'lastExpiredAttempt' | 'createdAt'
+>;
+
 /** Rows and affected-row count of one statement. */
 export interface StatementResult {
   rows: Record<string, unknown>[];
@@ -109,7 +118,8 @@ export interface DeliveryStatements {
   /**
    * Takes up to `batchSize` due rows for `token` — lease, attempt + 1 — in one short transaction by the
    * database clock, dead-lettering instead those whose final attempt's lease expired; returns the rows
-   * as they are after the claim.
+   * as they are after the claim, with the columns `decodeClaimed` reads (`CLAIMED_COLUMNS`, and
+   * `created_at` as a time or milliseconds since the epoch).
    */
   claim(
     executor: SqlExecutor,

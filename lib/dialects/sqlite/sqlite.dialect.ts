@@ -2,7 +2,7 @@ import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Stateme
 import { NOW, sqliteFlavor } from './sqlite-flavor';
 import { sqliteSchema } from './sqlite-schema';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
+import { CLAIMED_COLUMNS, decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
@@ -122,7 +122,7 @@ export class SqliteDialect implements OutboxDialect {
             WHEN ${spent} AND "last_error" IS NULL THEN 'attempt ' || "attempts" || ' of ' || CAST(? AS INTEGER) || ' ${NO_OUTCOME}'
             ELSE "note" END
         WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}
-        RETURNING *`,
+        RETURNING ${[...CLAIMED_COLUMNS, 'created_at'].map(quoteIdent).join(', ')}`,
       params: [
         sqliteOffset(a.leaseMs),
         a.batchSize,

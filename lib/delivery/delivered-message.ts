@@ -1,0 +1,39 @@
+import type { OutboxMessage } from '../interfaces/outbox-message.interface';
+import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { LazyAbort } from './lazy-abort';
+
+/**
+ * The message a handler receives. A class, not a literal with a getter, so every message has the same
+ * shape (a literal with an accessor is kept as a slow dictionary object); `signal` is built on first read.
+ */
+export class DeliveredMessage implements OutboxMessage {
+  readonly id: string;
+  readonly topic: string;
+  readonly key: string | null;
+  payload: unknown;
+  headers: Record<string, string>;
+  readonly attempt: number;
+  readonly createdAt: Date;
+  /** Private to the class, so a spread or JSON of the message shows only its data. */
+  readonly #abort: LazyAbort;
+
+  constructor(
+    event: ClaimedEvent,
+    abort: LazyAbort,
+    /** A handler after the first gets copies, so one cannot change what the next one sees. */
+    copy: boolean,
+  ) {
+    this.id = event.id;
+    this.topic = event.topic;
+    this.key = event.key;
+    this.payload = copy ? structuredClone(event.payload) : event.payload;
+    this.headers = copy ? { ...event.headers } : event.headers;
+    this.attempt = event.attempts;
+    this.createdAt = event.createdAt;
+    this.#abort = abort;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+}
