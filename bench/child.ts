@@ -3,13 +3,14 @@
  *  lib-drain  <db> <table> <batch>   a Nest app with the outbox; on "go" drains, prints {"delivered":n}
  *  raw-drain  <db> <table> <batch>   the hand-written drain loop with the bare driver, same protocol
  *  relay-drain <db> <table> <batch>  the minimal relay (relay.ts) on its own table, same protocol
- *  lib-listen <db> <table>           a Nest app whose worker polls (default interval); prints "R <id> <ms>" per event
+ *  lib-listen <db> <table> <batch> [redis] a Nest app whose worker polls (default interval) and is woken by the database's
+ *                                    channel, or by Redis; prints "R <id> <ms>" per event
  *  lib-memory <db> <table> <batch> <total>  drains like lib-drain, printing RSS before, at each quarter, and after (run with --expose-gc)
  *  raw-memory <db> <table> <batch> <total>  the same with the hand-written drain loop: the baseline of what Node and the driver take
  */
 import { createInterface } from 'node:readline';
 import { OutboxWorker } from '../lib';
-import { libraryApp, Sink, type Db } from './env';
+import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
 
@@ -91,6 +92,7 @@ async function main() {
   const listen = mode === 'lib-listen';
   const app = await libraryApp(db, table, {
     worker: { enabled: listen, batchSize: batch, concurrency: 10 },
+    ...wakeUpOption(listen ? process.argv[6] : undefined),
   }, 4);
   const sink = app.get(Sink);
   if (listen) {

@@ -5,7 +5,8 @@ import { ClsPluginTransactional } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { getDataSourceToken, TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { ClsModule } from 'nestjs-cls';
-import { createOutboxMigrations, OutboxHandler, OutboxModule, type OutboxMessage, type OutboxModuleOptions } from '../lib';
+import { ClientProxyFactory, Transport } from '@nestjs/microservices';
+import { ClientProxyWakeUp, createOutboxMigrations, OutboxHandler, OutboxModule, type OutboxMessage, type OutboxModuleOptions } from '../lib';
 
 export type Db = 'postgres' | 'mariadb' | 'sqlite';
 export const DBS: Db[] = ['postgres', 'mariadb', 'sqlite'];
@@ -63,6 +64,16 @@ export async function libraryApp(db: Db, table: string, outbox: Omit<OutboxModul
     }
   }
   return NestFactory.createApplicationContext(BenchModule.forRoot(), { logger: ['error', 'warn'] });
+}
+
+export const REDIS_URL = process.env.OUTBOX_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** The `wakeUp` option of an instance: the database's own channel, or ClientProxyWakeUp over a Redis client of its own. */
+export function wakeUpOption(wake: string | undefined): Pick<OutboxModuleOptions, 'wakeUp'> {
+  if (wake !== 'redis') return {};
+  const { hostname, port } = new URL(REDIS_URL);
+  const client = ClientProxyFactory.create({ transport: Transport.REDIS, options: { host: hostname, port: Number(port) } });
+  return { wakeUp: new ClientProxyWakeUp(client) };
 }
 
 export function percentile(sorted: number[], p: number): number {

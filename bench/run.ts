@@ -18,7 +18,7 @@ import { OutboxService } from '../lib';
 import { OUTBOX_DEFAULTS } from '../lib/outbox.options';
 import { OUTBOX_STORE } from '../lib/outbox.constants';
 import type { OutboxStore } from '../lib/store/outbox.store';
-import { DBS, libraryApp, percentile, type Db } from './env';
+import { DBS, libraryApp, percentile, wakeUpOption, type Db } from './env';
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
@@ -195,19 +195,23 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
   return { eventsPerSecond: SIZES.drainEvents / (ms / 1000), exactlyOnce };
 }
 
-/** (c) Commit-to-handler latency with the handler in another application instance. */
-async function latency(db: Db) {
+/**
+ * (c) Commit-to-handler latency with the handler in another application instance: woken by the
+ * database's own channel (PostgreSQL LISTEN/NOTIFY, the SQLite file's changes; MariaDB has none, so its
+ * poll), or with `wake` 'redis' by ClientProxyWakeUp over Redis in both instances.
+ */
+async function latency(db: Db, wake: 'own' | 'redis' = 'own') {
   const r = await raw(db, 1);
   await createTables(db, r, TABLE);
   await r.close();
-  const listener = child(['lib-listen', db, TABLE]);
+  const listener = child(['lib-listen', db, TABLE, '500', wake]);
   await listener.ready;
   const received = new Map<string, number>();
   listener.onLine((line) => {
     const [tag, id, at] = line.split(' ');
     if (tag === 'R') received.set(id, Number(at));
   });
-  const app = await libraryApp(db, TABLE, { worker: { enabled: false } }, 2);
+  const app = await libraryApp(db, TABLE, { worker: { enabled: false }, ...wakeUpOption(wake) }, 2);
   const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const outbox = app.get(OutboxService);
   const committed = new Map<string, number>();
@@ -315,6 +319,7 @@ async function main() {
     }
     log(`— ${db}: latency`);
     const l = SECTIONS.has('latency') ? await latency(db) : undefined;
+    const lr = SECTIONS.has('latency') && db !== 'postgres' ? await latency(db, 'redis') : undefined;
     log(`— ${db}: memory`);
     const m = db === 'postgres' && SECTIONS.has('memory') ? await memory(db) : undefined;
     log(`— ${db}: claim cost`);
@@ -323,7 +328,7 @@ async function main() {
     const r = await raw(db, 1);
     await dropTables(db, r, TABLE);
     await r.close();
-    results[db] = { enqueue: e, drain: d, latency: l, memory: m, claimCost: c, operations: o };
+    results[db] = { enqueue: e, drain: d, latency: l, latencyRedis: lr, memory: m, claimCost: c, operations: o };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   if (SECTIONS.has('idle-tx')) {
@@ -345,6 +350,7 @@ type R = {
   enqueue?: Awaited<ReturnType<typeof enqueue>>;
   drain: Record<string, number>;
   latency?: Awaited<ReturnType<typeof latency>>;
+  latencyRedis?: Awaited<ReturnType<typeof latency>>;
   memory?: Awaited<ReturnType<typeof memory>>;
   claimCost?: Awaited<ReturnType<typeof claimCost>>;
   operations?: OperationsResult;
@@ -395,12 +401,18 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
   lines.push('', '| database | measure | raw SQL | library | library / raw | target |', '| --- | --- | ---: | ---: | ---: | --- |');
   for (const db of dbs) {
     const r = results[db] as R;
-    const l = r.latency;
-    if (l) lines.push(
-      `| ${db} | commit → handler in another instance, p50 / p95 / p99 (ms) | | ${f(l.p50)} / ${f(l.p95)} / ${f(l.p99)} (${l.received}/${l.events}) | | ` +
-        (db === 'postgres' ? `p99 ≤ 10: ${verdict(l.p99 <= 10)}` : 'polling (1 s) only') +
-        ' |',
-    );
+    const latencyRow = (l: NonNullable<R['latency']>, how: string, target: string) =>
+      `| ${db} | commit → handler in another instance, ${how}, p50 / p95 / p99 (ms) | | ${f(l.p50)} / ${f(l.p95)} / ${f(l.p99)} (${l.received}/${l.events}) | | ${target} |`;
+    if (r.latency) {
+      const l = r.latency;
+      if (db === 'postgres') lines.push(latencyRow(l, 'LISTEN/NOTIFY', `p99 ≤ 10: ${verdict(l.p99 <= 10)}`));
+      else if (db === 'sqlite') lines.push(latencyRow(l, 'file watch', 'no target'));
+      else lines.push(latencyRow(l, 'polling (1 s)', 'no wake-up of its own'));
+    }
+    if (r.latencyRedis) {
+      const l = r.latencyRedis;
+      lines.push(latencyRow(l, 'ClientProxyWakeUp (Redis)', db === 'mariadb' ? `p99 ≤ 10: ${verdict(l.p99 <= 10)}` : 'no target'));
+    }
     if (r.memory) {
       const { raw: base, libDefault, lib500 } = r.memory;
       const rss = (m: typeof base) => `${f(m.rssBeforeMb)} → ${f(m.rssAfterMb)} (heap ${f(m.heapBeforeMb)} → ${f(m.heapAfterMb)})`;

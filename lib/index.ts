@@ -65,6 +65,8 @@ export {
   type ClientProxyTransportOptions,
   type OutboxClientProxy,
 } from './transports/client-proxy/client-proxy.transport';
+export type { OutboxWakeUpChannel, OutboxWakeUpReport } from './interfaces/outbox-wake-up.interface';
+export { ClientProxyWakeUp, type ClientProxyWakeUpOptions } from './wake-up/client-proxy-wake-up';
 export { WebhookTransport, type WebhookEnvelope } from './transports/webhook/webhook.transport';
 export type { WebhookTransportOptions } from './transports/webhook/webhook-options';
 export { verifyWebhookSignature } from './transports/webhook/webhook-signature';

@@ -35,7 +35,7 @@ export const {
               provide: OUTBOX_STORE,
               inject: [OUTBOX_OPTIONS, OutboxEvents],
               useFactory: (options: ResolvedOutboxOptions, events: OutboxEvents) =>
-                new OutboxStore(extras.dataSource as DataSource, options.tableName, events),
+                new OutboxStore(extras.dataSource as DataSource, options.tableName, events, options.wakeUp),
             }
           : {
               provide: OUTBOX_STORE,
@@ -45,6 +45,7 @@ export const {
                   options.dataSource instanceof DataSource ? options.dataSource : named,
                   options.tableName,
                   events,
+                  options.wakeUp,
                 ),
             };
       return {

@@ -13,6 +13,7 @@ import { resolveTransports } from './transports/transport-registry';
 import { describeValue } from './utils/describe-value';
 import { validateTableName } from './schema/table-name';
 import { booleanOption, integerOption, isPlainObject, optionSection, rejectUnknownOptions } from './utils/option-checks';
+import type { OutboxWakeUpChannel } from './interfaces/outbox-wake-up.interface';
 
 export { LIMITS } from './outbox.constants';
 export { validateTableName } from './schema/table-name';
@@ -60,6 +61,7 @@ const TOP_LEVEL_KEYS = [
   'retention',
   'transports',
   'routes',
+  'wakeUp',
 ];
 
 /**
@@ -165,8 +167,25 @@ export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): Reso
     retention: resolveRetention(options.retention),
     transports,
     routes: resolveRoutes(options.routes, transports, worker, retry),
+    wakeUp: resolveWakeUp(options.wakeUp),
     testing: undefined,
   };
+}
+
+const WAKE_UP_METHODS = ['start', 'notify', 'listen', 'close'] as const;
+
+/** `false`, a channel (every method present), or undefined: the database's own where it has one. */
+function resolveWakeUp(value: unknown): OutboxWakeUpChannel | false | undefined {
+  if (value === undefined || value === false) return value;
+  const missing = WAKE_UP_METHODS.find((m) => typeof (value as Record<string, unknown> | null)?.[m] !== 'function');
+  if (missing !== undefined) {
+    throw new OutboxConfigurationError(
+      'wakeUp',
+      `expected false or a wake-up channel (e.g. new ClientProxyWakeUp(client)) with ${WAKE_UP_METHODS.join(', ')}; ` +
+        `got ${describeValue(value)}${typeof value === 'object' && value !== null ? ` without ${missing}()` : ''}`,
+    );
+  }
+  return value as OutboxWakeUpChannel;
 }
 
 /** `false` (retention off), or every value of `retention` checked and defaulted. */

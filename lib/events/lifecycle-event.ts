@@ -172,8 +172,9 @@ export interface OutboxWorkerStoppedEvent {
 }
 
 /**
- * PostgreSQL's cross-instance wake-up: `listen` is the LISTEN connection that wakes this worker when
- * another instance publishes, `notify` the connection that wakes the others after a commit here.
+ * The cross-instance wake-up channel: `listen` is the side that wakes this worker when another
+ * instance publishes (PostgreSQL's LISTEN connection, a broker subscription, the SQLite file watch),
+ * `notify` the side that wakes the others after a commit here (NOTIFY, a broker message).
  */
 export type OutboxWakeUpSide = WakeUpSide;
 
@@ -188,7 +189,7 @@ export interface OutboxWakeUpLostEvent {
   error: string;
 }
 
-/** That side works again: LISTEN was re-established, or a NOTIFY went through. */
+/** That side works again: the listener is back (LISTEN, a subscription), or a notification went through. */
 export interface OutboxWakeUpRestoredEvent {
   type: 'wake-up.restored';
   at: Date;

@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { RecordedOutboxMessage } from './outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
+import type { OutboxWakeUpChannel } from './outbox-wake-up.interface';
 
 /**
  * Values that decide which providers and imports exist, so they must be known when the module is
@@ -98,6 +99,13 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
   transports?: OutboxTransport[];
   /** Which topics go to which transport; an event goes to every matching route and every handler. */
   routes?: OutboxRoute[];
+  /**
+   * How the workers of other instances hear of events committed here, sooner than their next poll.
+   * Default: PostgreSQL's LISTEN/NOTIFY on PostgreSQL, nothing on MySQL/MariaDB and SQLite. A channel
+   * such as `new ClientProxyWakeUp(client)` over the Redis or NATS client the application already has
+   * replaces it; `false` turns cross-instance wake-up off (polling alone).
+   */
+  wakeUp?: OutboxWakeUpChannel | false;
 }
 
 export interface ResolvedOutboxOptions {
@@ -111,6 +119,8 @@ export interface ResolvedOutboxOptions {
   retention: ResolvedRetention | false;
   transports: OutboxTransport[];
   routes: ResolvedRoute[];
+  /** Undefined: the database's own channel, where it has one. */
+  wakeUp: OutboxWakeUpChannel | false | undefined;
   /**
    * Set only by `OutboxTesting.override()`: failures are due again at once (no backoff, no
    * Retry-After), and every handler call is reported to `handlerCalled`.

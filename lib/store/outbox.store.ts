@@ -17,6 +17,7 @@ import type {
 } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxEvents } from '../events/outbox-events';
 import { WakeUpReporter } from './wake-up-reporter';
+import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
 import { OutboxDedupeConflictError } from '../errors/outbox.errors';
@@ -64,17 +65,25 @@ export class OutboxStore implements OnModuleInit {
     readonly dataSource: DataSource,
     private readonly tableName: string,
     private readonly events: OutboxEvents = new OutboxEvents(),
+    /** The `wakeUp` option: undefined for the database's own channel, where it has one. */
+    wakeUp?: OutboxWakeUpChannel | false,
   ) {
     this.table = outboxTableOn(dataSource, tableName);
     this.dialect = dialectForType(String(dataSource.options.type));
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
     this.wakeUpReports = new WakeUpReporter(events);
-    this.wakeUp = this.dialect.wakeUpChannel?.(
-      dataSource,
-      this.table,
-      (error, side) => this.wakeUpReports.failed(error, side),
-      (side) => this.wakeUpReports.working(side),
-    );
+    const report = this.wakeUpReports;
+    if (wakeUp) wakeUp.start(report);
+    this.wakeUp =
+      wakeUp === false
+        ? undefined
+        : (wakeUp ??
+          this.dialect.wakeUpChannel?.(
+            dataSource,
+            this.table,
+            (error, side) => report.failed(error, side),
+            (side) => report.working(side),
+          ));
     this.executor = createSqlExecutor(dataSource, this.dialect, this.gate);
     this.commits = new CommitWatcher(this.table.path, events, this.wakeUp);
     dataSource.subscribers.push(this.commits.subscriber());

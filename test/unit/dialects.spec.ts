@@ -4,6 +4,7 @@ import { MysqlDialect } from '../../lib/dialects/mysql/mysql.dialect';
 import type { OutboxDialect, SqlExecutor } from '../../lib/dialects/shared/outbox-dialect.interface';
 import { PostgresDialect } from '../../lib/dialects/postgres/postgres.dialect';
 import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite/sqlite.dialect';
+import { sqliteFile } from '../../lib/dialects/sqlite/sqlite-file-wake-up';
 
 /**
  * The three dialect classes (`lib/dialects/{mysql,postgres,sqlite}/*.dialect.ts`), side by side where they
@@ -75,6 +76,17 @@ describe('SQLite', () => {
     [-250, '-0.250 seconds'],
   ])('offsets %d ms as the date modifier %p', (ms, modifier) => {
     expect(sqliteOffset(ms)).toBe(modifier);
+  });
+
+  it.each([
+    ['/tmp/app.sqlite', '/tmp/app.sqlite'],
+    ['app.sqlite', 'app.sqlite'],
+    [':memory:', undefined],
+    ['file::memory:?cache=shared', undefined],
+    ['', undefined],
+    [undefined, undefined],
+  ])('watches the file of database %p for cross-process wake-up: %p', (database, file) => {
+    expect(sqliteFile(database)).toBe(file);
   });
 
   it('retries every busy code, extended ones included, and nothing else', () => {

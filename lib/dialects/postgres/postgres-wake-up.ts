@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import type { WakeUpChannel, WakeUpSide } from '../shared/outbox-dialect.interface';
+import { NotifyWindow } from '../../wake-up/notify-window';
 
 /** A node-postgres client of our own, outside the application's pool. */
 interface OwnClient {
@@ -18,12 +19,6 @@ interface Pool {
 }
 
 const RECONNECT_MS = [100, 250, 500, 1000, 2000, 5000];
-/**
- * At most one NOTIFY per window per instance: the first commit after a quiet spell notifies at once,
- * later ones in the window share one sent at its end. Bounds the cost under load to a few hundred
- * tiny transactions a second, and the added delay to the window.
- */
-const NOTIFY_WINDOW_MS = 10;
 
 /**
  * Cross-instance wake-up on PostgreSQL. Notifications are hints, never the delivery path: they are
@@ -32,7 +27,7 @@ const NOTIFY_WINDOW_MS = 10;
  *
  * Cost: instead of a NOTIFY inside every publishing transaction (which serialises commits on the
  * notification queue), an instance sends NOTIFY after its commits, at most one per window (see
- * NOTIFY_WINDOW_MS), on a connection of its own rather than one of the application's pool, whose
+ * NotifyWindow), on a connection of its own rather than one of the application's pool, whose
  * commits do not wait for the WAL to reach the disk.
  *
  * LISTEN holds its connection for the life of the application, so it has one of its own too: taken
@@ -41,10 +36,7 @@ const NOTIFY_WINDOW_MS = 10;
 export class PostgresWakeUp implements WakeUpChannel {
   private readonly sender = randomUUID();
   private readonly channel: string;
-  private sending = false;
-  private dirty = false;
-  private lastSent = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly window = new NotifyWindow(() => this.send());
   private closed = false;
   private client: OwnClient | undefined;
   /** The listener being opened, and its connection: close() must not wait for a server that does not answer. */
@@ -77,27 +69,11 @@ export class PostgresWakeUp implements WakeUpChannel {
   }
 
   notify(): void {
-    if (this.closed) return;
-    this.dirty = true;
-    if (this.sending || this.timer) return;
-    const wait = this.lastSent + NOTIFY_WINDOW_MS - Date.now();
-    if (wait > 0) {
-      this.timer = setTimeout(() => {
-        this.timer = undefined;
-        void this.send();
-      }, wait);
-      this.timer.unref();
-      return;
-    }
-    void this.send();
+    this.window.notify();
   }
 
-  /** Sends one NOTIFY for every commit since the last one; then, if more came meanwhile, schedules again. */
+  /** One NOTIFY for the commits of a window. */
   private async send(): Promise<void> {
-    if (this.closed || !this.dirty) return;
-    this.dirty = false;
-    this.sending = true;
-    this.lastSent = Date.now();
     try {
       const connection = await (this.notifier ??= this.openNotifier());
       // Simple protocol, no parameters: the whole transaction is one message and one round trip.
@@ -106,10 +82,7 @@ export class PostgresWakeUp implements WakeUpChannel {
     } catch (error) {
       this.notifier = undefined; // reconnect on the next commit
       this.onError(error, 'notify'); // the pollers still find the events
-    } finally {
-      this.sending = false;
     }
-    if (this.dirty) this.notify();
   }
 
   private async openNotifier() {
@@ -198,7 +171,7 @@ export class PostgresWakeUp implements WakeUpChannel {
 
   async close(): Promise<void> {
     this.closed = true;
-    clearTimeout(this.timer);
+    this.window.close();
     const notifier = this.notifier;
     this.notifier = undefined;
     await notifier?.then((c) => c.end()).catch(() => undefined);

@@ -6,7 +6,6 @@ import type { OutboxTable } from './outbox-table';
 export type { OutboxStatus } from '../../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
 export type StoredEvent = OutboxEventRecord;
-
 /**
  * What the worker reads of a claimed row, and all a claim returns: every column more is paid for per
  * event (sent, parsed, decoded) on the hottest path.
@@ -70,7 +69,8 @@ export interface DialectTraits {
   isTransient(error: unknown): boolean;
   decode(row: Record<string, unknown>): StoredEvent;
   /**
-   * A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY).
+   * A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY, an SQLite
+   * file's changes); undefined where it has none for this DataSource.
    * `onError` hears of every failure of either connection (reconnection follows), `onWorking` of each
    * time one works (LISTEN established, a NOTIFY sent): together, when the channel is lost and restored.
    */
@@ -79,7 +79,7 @@ export interface DialectTraits {
     table: OutboxTable,
     onError: (error: unknown, side: WakeUpSide) => void,
     onWorking?: (side: WakeUpSide) => void,
-  ): WakeUpChannel;
+  ): WakeUpChannel | undefined;
 }
 
 /** The table's versions and where it stands: migrations and the start-up checks. */

@@ -1,4 +1,6 @@
-import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import type { DataSource } from 'typeorm';
+import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
+import { SqliteFileWakeUp, sqliteFile } from './sqlite-file-wake-up';
 import { NOW, sqliteFlavor } from './sqlite-flavor';
 import { sqliteSchema } from './sqlite-schema';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
@@ -48,6 +50,12 @@ export class SqliteDialect implements OutboxDialect {
   readonly downgrade = sqliteSchema.downgrade;
   readonly columns = sqliteSchema.columns;
   readonly indexes = sqliteSchema.indexes;
+
+  /** Processes sharing the file hear of each other's commits through the file system (see SqliteFileWakeUp). */
+  wakeUpChannel(dataSource: DataSource, _table: OutboxTable, onError: (error: unknown, side: WakeUpSide) => void, onWorking?: (side: WakeUpSide) => void) {
+    const file = sqliteFile(dataSource.options.database);
+    return file === undefined ? undefined : new SqliteFileWakeUp(file, onError, onWorking);
+  }
 
   isTransient(error: unknown): boolean {
     return String(driverErrorCode(error)).startsWith('SQLITE_BUSY');

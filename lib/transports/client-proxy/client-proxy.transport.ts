@@ -3,6 +3,7 @@ import { OutboxConfigurationError } from '../../errors/outbox.errors';
 import type { OutboxMessage } from '../../interfaces/outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from '../../interfaces/outbox-transport.interface';
 import { loadOptional } from '../../utils/optional-package';
+import { type Broker, brokerOf } from './client-broker';
 
 /** The part of a `@nestjs/microservices` `ClientProxy` the transport uses (kept structural: optional peer). */
 export interface OutboxClientProxy {
@@ -23,24 +24,6 @@ export interface ClientProxyTransportOptions {
    * as `Nats-Msg-Id` (JetStream drops duplicates within its window). A stream must cover the subject.
    */
   jetstream?: boolean | { timeoutMs?: number };
-}
-
-type Broker = 'rmq' | 'nats' | 'mqtt' | 'kafka' | 'redis' | 'other';
-
-const CLIENT_CLASSES: Record<string, Broker> = {
-  ClientRMQ: 'rmq',
-  ClientNats: 'nats',
-  ClientMqtt: 'mqtt',
-  ClientKafka: 'kafka',
-  ClientRedis: 'redis',
-};
-
-function brokerOf(client: object): Broker {
-  for (let proto = Object.getPrototypeOf(client); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
-    const broker = CLIENT_CLASSES[proto.constructor?.name];
-    if (broker) return broker;
-  }
-  return 'other';
 }
 
 type Microservices = typeof import('@nestjs/microservices');

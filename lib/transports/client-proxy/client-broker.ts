@@ -1,0 +1,18 @@
+/** Which broker a `ClientProxy` talks to, by its class (the package is an optional peer: no instanceof). */
+export type Broker = 'rmq' | 'nats' | 'mqtt' | 'kafka' | 'redis' | 'other';
+
+const CLIENT_CLASSES: Record<string, Broker> = {
+  ClientRMQ: 'rmq',
+  ClientNats: 'nats',
+  ClientMqtt: 'mqtt',
+  ClientKafka: 'kafka',
+  ClientRedis: 'redis',
+};
+
+export function brokerOf(client: object): Broker {
+  for (let proto = Object.getPrototypeOf(client); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    const broker = CLIENT_CLASSES[proto.constructor?.name];
+    if (broker) return broker;
+  }
+  return 'other';
+}
