@@ -3,12 +3,13 @@
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
  * memory,claim,operations the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
  * OUTBOX_BENCH_SECTIONS=idle-tx (not in the default list: about 20 minutes in full on the 2-core machine, most of it MariaDB's held phase) measures the claim
  * with a transaction held open on PostgreSQL and MariaDB and writes bench/results/idle-transaction.{json,md}
  * only; latest.{json,md} are written only when one of the other sections ran.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -45,6 +46,12 @@ const OPERATIONS_SIZES: OperationsSizes = {
   enqueueSeconds: SIZES.enqueueSeconds,
 };
 const TABLE = 'bench_outbox';
+/** Issue 15's drain targets: library throughput over the minimal relay's, in the same run. */
+const RELAY_TARGETS: Partial<Record<Db, Record<string, number>>> = {
+  sqlite: { '1w_b500': 0.5, '1w_b50': 0.45 },
+  postgres: { '1w_b500': 0.7, '4w_b500': 0.75 },
+  mariadb: { '1w_b500': 0.75, '4w_b500': 0.9 },
+};
 const ENQUEUE_ROUNDS = QUICK ? 1 : 3;
 const ROOT = join(__dirname, '..');
 
@@ -293,6 +300,12 @@ async function claimCost(db: Db) {
 
 async function main() {
   const dbs = ONLY ?? DBS;
+  if (process.env.OUTBOX_BENCH_REPORT_ONLY === '1') {
+    // Renders bench/results/latest.md again from latest.json (after a change to the report or its targets).
+    const results = JSON.parse(readFileSync(join(ROOT, 'bench/results/latest.json'), 'utf8')) as Record<string, unknown>;
+    writeFileSync(join(ROOT, 'bench/results/latest.md'), report(results, dbs.filter((db) => db in results)));
+    return;
+  }
   const results: Record<string, unknown> = {
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
     date: new Date().toISOString(),
@@ -373,14 +386,15 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
   for (const db of dbs) {
     const r = results[db] as R;
     const e = r.enqueue;
-    const enqueueOk = e ? Math.abs(e.libRatio - e.rawRatio) <= 0.05 : false;
+    // The outbox may cost a business transaction at most 0.05 more than the minimal relay's insert does.
+    const enqueueOk = e ? e.libRatio >= e.relayRatio - 0.05 : false;
     if (e) {
       lines.push(
         `| ${db} | enqueue, business only (tx/s, 4 clients) | | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | | ${f(e.libBusiness / e.rawBusiness, 2)} | |`,
         `| ${db} | enqueue, business + event (tx/s) | ${f(e.relayOutbox)} | ${f(e.rawOutbox)} | ${f(e.libOutbox)} | ` +
           `${f(e.libOutbox / e.relayOutbox, 2)} | ${f(e.libOutbox / e.rawOutbox, 2)} | ` +
           `with/without: relay ${f(e.relayRatio, 2)}, raw ${f(e.rawRatio, 2)}, library ${f(e.libRatio, 2)}` +
-          (db === 'postgres' ? ` — ${verdict(enqueueOk)} (within 0.05 of raw)` : '') +
+          ` — ${verdict(enqueueOk)} (at most 0.05 below the relay's)` +
           ' |',
       );
     }
@@ -390,11 +404,14 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
       const relay = r.drain[`relay_${config}`];
       const ratio = lib / r.drain[key];
       const target = db === 'postgres' ? (config === '4w_b500' ? 0.7 : undefined) : config.endsWith('b500') && (db === 'sqlite' || config.startsWith('4w')) ? 0.6 : undefined;
+      const relayTarget = RELAY_TARGETS[db]?.[config];
+      const targets = [
+        relayTarget ? `≥ ${relayTarget} of relay: ${verdict(lib / relay >= relayTarget)}` : '',
+        target ? `≥ ${target} of raw: ${verdict(ratio >= target)}` : '',
+      ];
       lines.push(
         `| ${db} | drain ${config.replace('w_b', ' worker(s), batch ')} (events/s) | ${f(relay)} | ${f(r.drain[key])} | ${f(lib)} | ` +
-          `${f(lib / relay, 2)} | ${f(ratio, 2)} | ` +
-          (target ? `≥ ${target} of raw: ${verdict(ratio >= target)}` : '') +
-          ' |',
+          `${f(lib / relay, 2)} | ${f(ratio, 2)} | ${targets.filter(Boolean).join('; ')} |`,
       );
     }
   }
