@@ -71,6 +71,7 @@ export class OutboxStore implements OnModuleInit {
     this.table = outboxTableOn(dataSource, tableName);
     this.dialect = dialectForType(String(dataSource.options.type));
     this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
+    this.dialect.guardConnections?.(dataSource);
     this.wakeUpReports = new WakeUpReporter(events);
     const report = this.wakeUpReports;
     if (wakeUp) wakeUp.start(report);

@@ -2,6 +2,7 @@ import type { DataSource } from 'typeorm';
 import { postgresFlavor } from './postgres-flavor';
 import { postgresSchema } from './postgres-schema';
 import { PostgresWakeUp } from './postgres-wake-up';
+import { guardPoolClients } from './postgres-pool-guard';
 import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
 import { CLAIMED_COLUMNS, decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
@@ -38,6 +39,8 @@ export class PostgresDialect implements OutboxDialect {
     const { rows } = await executor.run({ sql: 'SHOW server_version', params: [] });
     requireVersion('PostgreSQL', String(rows[0]?.server_version ?? ''), '13.0');
   }
+
+  readonly guardConnections = guardPoolClients;
 
   wakeUpChannel(
     dataSource: DataSource,

@@ -74,6 +74,8 @@ export interface DialectTraits {
    * `onError` hears of every failure of either connection (reconnection follows), `onWorking` of each
    * time one works (LISTEN established, a NOTIFY sent): together, when the channel is lost and restored.
    */
+  /** Makes the DataSource's connections survive what the driver would otherwise end the process for. */
+  guardConnections?(dataSource: DataSource): void;
   wakeUpChannel?(
     dataSource: DataSource,
     table: OutboxTable,
