@@ -84,9 +84,9 @@ describe.each(backends())('a worker process killed with SIGKILL on %s', (backend
 });
 
 /** Starts `count` worker processes on the app's table and waits until each is polling. */
-async function startWorkers(app: TestApp, count: number, worker: Record<string, number>) {
+async function startWorkers(app: TestApp, count: number, worker: Record<string, number>, holdMs = 0) {
   const workers = Array.from({ length: count }, () =>
-    startWorkerProcess({ backend: app.backend, table: app.table, sqlitePath: app.sqlitePath, mode: 'record', worker }),
+    startWorkerProcess({ backend: app.backend, table: app.table, sqlitePath: app.sqlitePath, mode: 'record', worker, holdMs }),
   );
   children.push(...workers);
   await Promise.all(workers.map((w) => w.waitFor(/^READY$/)));
@@ -151,7 +151,10 @@ describe.each(sqliteBackends())('two worker processes sharing one SQLite file (%
   it('drain 2,000 events with no duplicate attempt and no loss, while this process keeps publishing', async () => {
     app = await createTestApp({ backend });
     await createLog(app);
-    const workers = await startWorkers(app, 2, { pollIntervalMs: 20, batchSize: 50, concurrency: 10, leaseMs: 30_000 });
+    // Writes to one file are serialised, and a process waiting for the lock backs off while the other
+    // takes it again at once: with handlers that cost nothing, one process can claim every batch. Each
+    // handler takes 5 ms, so a batch keeps its process busy, not the lock, and the other claims the next.
+    const workers = await startWorkers(app, 2, { pollIntervalMs: 20, batchSize: 50, concurrency: 10, leaseMs: 30_000 }, 5);
     // This process's transactions write the same file the workers claim from.
     const ids = await publishItems(app, 2000, 100);
     await eventually(async () => (await app.outbox.counts()).delivered === ids.length, 60_000, 'all delivered');
