@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxWakeUpChannel, OutboxWakeUpReport } from '../interfaces/outbox-wake-up.interface';
 import { brokerOf } from '../transports/client-proxy/client-broker';
-import { NotifyWindow } from './notify-window';
+import { NotifyWindow, reconnectDelay } from './notify-window';
 
 export interface ClientProxyWakeUpOptions {
   /**
@@ -32,15 +32,13 @@ interface Client {
   connect(): Promise<unknown>;
 }
 
-const RECONNECT_MS = [100, 250, 500, 1000, 2000, 5000];
-const retryDelay = (attempt: number) => RECONNECT_MS[Math.min(attempt, RECONNECT_MS.length - 1)];
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** One broker's publish and subscribe, as the channel needs them. */
 interface BrokerLink {
   send(message: string): Promise<void>;
-  /** Subscribes; `wake` on every message, `reconnected` after the link came back on its own. */
+  /** Subscribes; `onMessage` for every message, `reconnected` after the link came back on its own. */
   subscribe(onMessage: (message: string) => void, reconnected: () => void, lost: (error: unknown) => void): Promise<void>;
   close(): void;
 }
@@ -118,7 +116,7 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
       );
     } catch (error) {
       this.report?.failed(error, 'listen');
-      if (!this.closed) this.retry = setTimeout(() => void this.subscribe(wake, attempt + 1), retryDelay(attempt)).unref();
+      if (!this.closed) this.retry = setTimeout(() => void this.subscribe(wake, attempt + 1), reconnectDelay(attempt)).unref();
       return;
     }
     back();
@@ -132,6 +130,14 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
   }
 }
 
+/** Connects the Nest client (once; later calls share it) and returns the driver connection it keeps in `field`. */
+async function connected<T>(client: Client, field: 'pubClient' | 'natsClient', broker: string): Promise<T> {
+  await client.connect();
+  const connection = (client as unknown as Record<typeof field, T | null>)[field];
+  if (!connection) throw new Error(`the ${broker} client is not connected`);
+  return connection;
+}
+
 /**
  * Redis: PUBLISH on the client's own publishing connection; SUBSCRIBE on a connection of our own (a
  * duplicate of it, which retries for ever and subscribes again after each reconnection).
@@ -139,19 +145,14 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
 function redisLink(client: Client, channel: string): BrokerLink {
   let subscriber: RedisConnection | undefined;
   let closing = false;
-  const publisher = async () => {
-    await client.connect();
-    const pub = (client as unknown as { pubClient: RedisConnection | null }).pubClient;
-    if (!pub) throw new Error('the Redis client is not connected');
-    return pub;
-  };
+  const publisher = () => connected<RedisConnection>(client, 'pubClient', 'Redis');
   return {
     async send(message) {
       await (await publisher()).publish(channel, message);
     },
     async subscribe(onMessage, reconnected, lost) {
       subscriber?.disconnect();
-      const sub = (await publisher()).duplicate({ lazyConnect: true, retryStrategy: retryDelay, maxRetriesPerRequest: null });
+      const sub = (await publisher()).duplicate({ lazyConnect: true, retryStrategy: reconnectDelay, maxRetriesPerRequest: null });
       subscriber = sub;
       let ready = false;
       sub.on('message', ((from: string, message: string) => from === channel && onMessage(message)) as never);
@@ -182,12 +183,7 @@ function redisLink(client: Client, channel: string): BrokerLink {
 function natsLink(client: Client, channel: string): BrokerLink {
   let subscription: { unsubscribe(): void } | undefined;
   let status: { stop(): void } | undefined;
-  const connection = async () => {
-    await client.connect();
-    const nc = (client as unknown as { natsClient: NatsConnection | null }).natsClient;
-    if (!nc) throw new Error('the NATS client is not connected');
-    return nc;
-  };
+  const connection = () => connected<NatsConnection>(client, 'natsClient', 'NATS');
   return {
     async send(message) {
       (await connection()).publish(channel, encoder.encode(message));

@@ -5,6 +5,11 @@
  */
 export const NOTIFY_WINDOW_MS = 10;
 
+const RECONNECT_MS = [100, 250, 500, 1000, 2000, 5000];
+
+/** How long a listener waits before its `attempt`-th try to get its connection back (0 first). */
+export const reconnectDelay = (attempt: number): number => RECONNECT_MS[Math.min(attempt, RECONNECT_MS.length - 1)];
+
 /**
  * Coalesces `notify()` calls into sends of `send`, one at a time and one per window. `send` must not
  * reject (a channel reports its own errors).

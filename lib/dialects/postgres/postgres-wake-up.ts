@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import type { WakeUpChannel, WakeUpSide } from '../shared/outbox-dialect.interface';
-import { NotifyWindow } from '../../wake-up/notify-window';
+import { NotifyWindow, reconnectDelay } from '../../wake-up/notify-window';
 
 /** A node-postgres client of our own, outside the application's pool. */
 interface OwnClient {
@@ -17,8 +17,6 @@ interface Pool {
   Client: new (options: unknown) => OwnClient;
   options: unknown;
 }
-
-const RECONNECT_MS = [100, 250, 500, 1000, 2000, 5000];
 
 /**
  * Cross-instance wake-up on PostgreSQL. Notifications are hints, never the delivery path: they are
@@ -128,8 +126,7 @@ export class PostgresWakeUp implements WakeUpChannel {
       client.end().catch(() => undefined);
       if (this.closed) return;
       this.onError(error, 'listen');
-      const delay = RECONNECT_MS[Math.min(nextAttempt, RECONNECT_MS.length - 1)];
-      setTimeout(() => void this.connect(wake, nextAttempt), delay).unref();
+      setTimeout(() => void this.connect(wake, nextAttempt), reconnectDelay(nextAttempt)).unref();
     };
     const onNotification = (message: { channel: string; payload?: string }) => {
       if (message.channel === this.channel && message.payload !== this.sender) wake();
