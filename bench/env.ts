@@ -73,7 +73,15 @@ export function wakeUpOption(wake: string | undefined): Pick<OutboxModuleOptions
   if (wake !== 'redis') return {};
   const { hostname, port } = new URL(REDIS_URL);
   const client = ClientProxyFactory.create({ transport: Transport.REDIS, options: { host: hostname, port: Number(port) } });
-  return { wakeUp: new ClientProxyWakeUp(client) };
+  // The client is the bench's own, not one of ClientsModule's (which Nest closes at shutdown): it goes
+  // with the channel, or its connections keep the process alive.
+  class OwnClientWakeUp extends ClientProxyWakeUp {
+    override async close(): Promise<void> {
+      await super.close();
+      await client.close();
+    }
+  }
+  return { wakeUp: new OwnClientWakeUp(client) };
 }
 
 export function percentile(sorted: number[], p: number): number {
