@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { dialectForType } from '../lib/dialects/dialect-for-type';
 import { outboxTable } from '../lib/dialects/shared/outbox-table';
+import { OUTBOX_SCHEMA_VERSIONS } from '../lib/schema/outbox-migrations';
 import { MARIADB_URL, PG_URL, SQLITE_FILE, type Db } from './env';
 
 /** Hand-written SQL with the bare drivers: the baseline every figure is compared with. */
@@ -103,7 +104,8 @@ export async function createTables(db: Db, r: Raw, table: string): Promise<void>
   await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
   const type = db === 'postgres' ? 'postgres' : db === 'mariadb' ? 'mariadb' : 'better-sqlite3';
   const dialect = dialectForType(type);
-  const steps = [2, 3, 4].flatMap((version) => dialect.upgrade(version, outboxTable(table)));
+  // The table as the latest migrations leave it.
+  const steps = OUTBOX_SCHEMA_VERSIONS.flatMap((step) => dialect.upgrade(step.version, outboxTable(table)));
   for (const sql of [...dialect.createSchema(outboxTable(table)), ...steps]) await r.query(sql);
   await r.query(`CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`);
 }
@@ -113,8 +115,6 @@ export async function dropTables(db: Db, r: Raw, table: string): Promise<void> {
   await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
 }
 
-/** Inserts `count` events in one statement per 100,000, by SQL: `status` pending (due now) or delivered. */
-/** Inserts `count` events; delivered ones processed up to `spreadMs` ago (evenly spread), as retention would keep them. */
 /** Ids of filled rows, counted across calls so that no two are equal. */
 let filled = 0;
 

@@ -7,8 +7,11 @@ export interface OutboxSchemaVersion {
   version: number;
   name: string;
   timestamp: number;
-  /** What the version adds, by which start-up recognises it: a column, or an index (its role in `indexNames`). */
-  marker: { column: string } | { index: 'retention' };
+  /**
+   * What the version adds, by which start-up recognises it: a column (with `charset`, its character
+   * set where the database keeps one per column: MySQL/MariaDB), or an index (its role in `indexNames`).
+   */
+  marker: { column: string; charset?: string } | { index: 'retention' };
 }
 
 /**
@@ -23,6 +26,9 @@ export const OUTBOX_SCHEMA_VERSIONS: readonly OutboxSchemaVersion[] = [
   { version: 3, name: 'OutboxRetentionIndex', timestamp: 1796083200000, marker: { index: 'retention' } },
   // Operations: when the current attempt started, the last attempts' history, how often it was redriven.
   { version: 4, name: 'OutboxAttemptHistory', timestamp: 1796169600000, marker: { column: 'redrive_count' } },
+  // MySQL/MariaDB: the id and the claim token in ASCII, so every key lookup of a claim or an
+  // acknowledgement compares bytes instead of utf8mb4 text. Nothing on PostgreSQL and SQLite.
+  { version: 5, name: 'OutboxAsciiKeys', timestamp: 1796256000000, marker: { column: 'id', charset: 'ascii' } },
 ];
 
 const upgrades = new Map<string, OutboxMigrationClass>();

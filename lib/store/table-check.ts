@@ -3,7 +3,7 @@ import { indexNames } from '../dialects/shared/dialect.util';
 import { outboxTable, type OutboxTable } from '../dialects/shared/outbox-table';
 import { OutboxSchemaOutdatedError, OutboxTableMissingError } from '../errors/outbox.errors';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
-import { migrationName, OUTBOX_SCHEMA_VERSIONS } from '../schema/outbox-migrations';
+import { migrationName, OUTBOX_SCHEMA_VERSIONS, type OutboxSchemaVersion } from '../schema/outbox-migrations';
 
 /**
  * Refuses to start on a table that is not where the entity and the worker look, naming the fix. A
@@ -40,13 +40,18 @@ async function verifySchemaVersion(
   table: OutboxTable,
   tableName: string,
 ): Promise<void> {
-  const names = async (statement: Statement) => new Set((await executor.run(statement)).rows.map((row) => String(row.name)));
-  const columns = await names(dialect.columns(table));
-  const indexes = await names(dialect.indexes(table));
+  const rows = async (statement: Statement) => (await executor.run(statement)).rows;
+  // Column name → its character set, or null where the database keeps none per column.
+  const columns = new Map((await rows(dialect.columns(table))).map((row) => [String(row.name), row.charset == null ? null : String(row.charset)]));
+  const indexes = new Set((await rows(dialect.indexes(table))).map((row) => String(row.name)));
   const index = indexNames(table.name);
-  const missing = OUTBOX_SCHEMA_VERSIONS.find((step) =>
-    'column' in step.marker ? !columns.has(step.marker.column) : !indexes.has(index[step.marker.index]),
-  );
+  const reached = (marker: OutboxSchemaVersion['marker']) => {
+    if (!('column' in marker)) return indexes.has(index[marker.index]);
+    if (!columns.has(marker.column)) return false;
+    const charset = columns.get(marker.column);
+    return marker.charset === undefined || charset === null || charset!.toLowerCase() === marker.charset;
+  };
+  const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !reached(step.marker));
   if (!missing) return;
   const latest = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version;
   throw new OutboxSchemaOutdatedError(table.path, missing.version - 1, latest, migrationName(tableName, missing.version));

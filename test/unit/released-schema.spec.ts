@@ -28,6 +28,7 @@ describe('released schema versions', () => {
       v2: { up: dialect.upgrade(2, table), down: dialect.downgrade(2, table) },
       v3: { up: dialect.upgrade(3, table), down: dialect.downgrade(3, table) },
       v4: { up: dialect.upgrade(4, table), down: dialect.downgrade(4, table) },
+      v5: { up: dialect.upgrade(5, table), down: dialect.downgrade(5, table) },
     }).toEqual(released[key]);
   });
 });

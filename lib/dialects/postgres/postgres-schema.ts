@@ -49,6 +49,8 @@ export const postgresSchema: SchemaStatements = {
 
   upgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).up;
+    // Version 5 is MySQL's (ASCII keys): here the id is already compared as bytes.
+    if (version === 5) return [];
     const t = quoteTable(table);
     if (version === 4) {
       return [
@@ -70,6 +72,7 @@ export const postgresSchema: SchemaStatements = {
 
   downgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).down;
+    if (version === 5) return [];
     const t = quoteTable(table);
     if (version === 4) return [`ALTER TABLE ${t} DROP COLUMN "redrive_count", DROP COLUMN "attempt_log", DROP COLUMN "claimed_at"`];
     requireSchemaVersion(version);
@@ -82,7 +85,7 @@ export const postgresSchema: SchemaStatements = {
   columns(table: OutboxTable): Statement {
     return {
       sql:
-        'SELECT a.attname AS "name" FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
+        'SELECT a.attname AS "name", NULL AS "charset" FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
       params: [quoteTable(table)],
     };
   },

@@ -92,7 +92,10 @@ export interface SchemaStatements {
   /** Statements that take the table from schema version `version - 1` to `version`, and back. */
   upgrade(version: number, table: OutboxTable): string[];
   downgrade(version: number, table: OutboxTable): string[];
-  /** One row per column of the table, with its name in `name`. */
+  /**
+   * One row per column of the table, with its name in `name` and its character set in `charset`
+   * (NULL where the database keeps none per column, and for columns that are not text).
+   */
   columns(table: OutboxTable): Statement;
   /** One row per usable index of the table, with its name in `name`. */
   indexes(table: OutboxTable): Statement;

@@ -42,6 +42,8 @@ export const sqliteSchema: SchemaStatements = {
 
   upgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).up;
+    // Version 5 is MySQL's (ASCII keys): here the id is already compared as bytes.
+    if (version === 5) return [];
     const t = quoteTable(table);
     if (version === 4) {
       return [
@@ -66,6 +68,7 @@ export const sqliteSchema: SchemaStatements = {
 
   downgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).down;
+    if (version === 5) return [];
     const t = quoteTable(table);
     if (version === 4) {
       return ['redrive_count', 'attempt_log', 'claimed_at'].map((c) => `ALTER TABLE ${t} DROP COLUMN ${quoteIdent(c)}`);
@@ -80,7 +83,7 @@ export const sqliteSchema: SchemaStatements = {
   },
 
   columns(table: OutboxTable): Statement {
-    return { sql: 'SELECT "name" FROM pragma_table_info(?)', params: [table.name] };
+    return { sql: 'SELECT "name", NULL AS "charset" FROM pragma_table_info(?)', params: [table.name] };
   },
 
   indexes(table: OutboxTable): Statement {

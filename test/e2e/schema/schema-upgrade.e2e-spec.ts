@@ -83,6 +83,18 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     return (await raw.query<{ name: string }>(text, params)).map((r) => String(r.name)).sort();
   };
 
+  /** MySQL/MariaDB: the character sets of the key columns. */
+  const keyCharsets = async () =>
+    Object.fromEntries(
+      (
+        await raw.query<{ name: string; charset: string }>(
+          'SELECT column_name AS `name`, character_set_name AS `charset` FROM information_schema.columns ' +
+            "WHERE table_schema = DATABASE() AND table_name = ? AND column_name IN ('id', 'claim_token') ORDER BY column_name",
+          [table],
+        )
+      ).map((c) => [c.name, c.charset]),
+    );
+
   const row = async (id: string) =>
     (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0] as Record<string, unknown>;
 
@@ -139,8 +151,13 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const v1Indexes = await indexes();
     const ds = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     const v2Columns = [...v1Columns!, 'expired_attempts', 'last_expired_attempt', 'note'].sort();
-    expect(await columnsOf(ds)).toEqual([...v2Columns, 'claimed_at', 'attempt_log', 'redrive_count'].sort());
+    const v4Columns = [...v2Columns, 'claimed_at', 'attempt_log', 'redrive_count'].sort();
+    expect(await columnsOf(ds)).toEqual(v4Columns);
     expect(await indexes()).toEqual([...v1Indexes, `${table}_retention_idx`].sort());
+    if (backend === 'mariadb') expect(await keyCharsets()).toEqual({ claim_token: 'ascii', id: 'ascii' });
+    await ds.undoLastMigration();
+    if (backend === 'mariadb') expect(await keyCharsets()).toEqual({ claim_token: 'utf8mb4', id: 'utf8mb4' });
+    expect(await columnsOf(ds)).toEqual(v4Columns);
     await ds.undoLastMigration();
     expect(await columnsOf(ds)).toEqual(v2Columns);
     await ds.undoLastMigration();
@@ -168,7 +185,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       (e: unknown) => e,
     );
     expect(refused).toBeInstanceOf(OutboxSchemaOutdatedError);
-    expect(refused).toMatchObject({ foundVersion: 2, neededVersion: 4, missingMigration: `OutboxRetentionIndex_${table}1796083200000` });
+    expect(refused).toMatchObject({ foundVersion: 2, neededVersion: 5, missingMigration: `OutboxRetentionIndex_${table}1796083200000` });
 
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     await upgraded.destroy();
@@ -186,7 +203,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const refused: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).catch(
       (e: unknown) => e,
     );
-    expect(refused).toMatchObject({ foundVersion: 3, neededVersion: 4, missingMigration: `OutboxAttemptHistory_${table}1796169600000` });
+    expect(refused).toMatchObject({ foundVersion: 3, neededVersion: 5, missingMigration: `OutboxAttemptHistory_${table}1796169600000` });
 
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     await upgraded.destroy();
@@ -202,9 +219,46 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(redriven!.history.map((h) => [h.round, h.attempt, h.outcome])).toEqual([[1, 1, 'delivered']]);
 
     const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration(); // version 5
     await down.undoLastMigration();
     await down.destroy();
     expect(Object.keys((await row(ids.dead))!)).not.toContain('attempt_log');
+  });
+
+  it('takes a version-4 table to ASCII keys on MySQL/MariaDB (refused until then; nothing to do elsewhere), keeping leases and dead letters', async () => {
+    const v4 = await migrate(backend, table, sqlitePath, createOutboxMigrations(table).slice(0, 4));
+    await v4.destroy();
+    await insert(ids.leased, 'pending', 1, '11111111-1111-4111-8111-111111111111', null);
+    await insert(ids.dead, 'dead', 10, null, 'Sink.handle: Error: upstream answered 503');
+    await insert(ids.due, 'pending', 0, null, null);
+
+    const started: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).then(
+      // Closed, not disposed: the table stays for the upgrade below.
+      async (test) => {
+        await test.close();
+        await test.raw.close();
+      },
+      (e: unknown) => e,
+    );
+    if (backend === 'mariadb') {
+      expect(started).toMatchObject({ foundVersion: 4, neededVersion: 5, missingMigration: `OutboxAsciiKeys_${table}1796256000000` });
+      expect(await keyCharsets()).toEqual({ claim_token: 'utf8mb4', id: 'utf8mb4' });
+    } else {
+      expect(started).toBeUndefined();
+    }
+
+    const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await upgraded.destroy();
+    if (backend === 'mariadb') expect(await keyCharsets()).toEqual({ claim_token: 'ascii', id: 'ascii' });
+    // The lease the old worker held is still fenced by its token: the row keeps it until the lease runs out.
+    expect(await row(ids.leased)).toMatchObject({ claim_token: '11111111-1111-4111-8111-111111111111' });
+    app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
+    expect(await app.worker.drain()).toMatchObject({ delivered: 2, failed: 0 });
+    expect(app.module.get(Sink).seen.map((m) => m.id).sort()).toEqual([ids.due, ids.leased].sort());
+    const operations = app.module.get(OutboxOperations);
+    expect(await operations.get(ids.dead)).toMatchObject({ state: 'dead', attempts: 10 });
+    expect(await operations.redrive({ ids: [ids.dead] })).toMatchObject({ changed: 1 });
+    expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
   });
 });
 
