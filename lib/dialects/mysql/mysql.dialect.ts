@@ -4,14 +4,17 @@ import { onDedupeConflict, requireVersion } from '../shared/dialect.util';
 import { indexesOf, purgeBatch, purgeSelection } from './mysql-retention';
 import { mysqlSchema } from './mysql-schema';
 import { COLUMNS, NOW, q, qt, utcDatetime, utcText } from './mysql-sql';
-
-/** What a claim reads back (see `ClaimedEvent`). */
-const CLAIMED = [...CLAIMED_COLUMNS.map(q), `${utcText(q('created_at'))} AS ${q('created_at')}`].join(', ');
 import { mysqlFlavor } from './mysql-flavor';
 import { json } from './mysql-history';
 import { appendAttempt, LOGGED_ERROR_LENGTH } from '../shared/attempt-log';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
+
+/**
+ * What the claim's locking read returns: the columns of `ClaimedEvent` as they were before the claim,
+ * and the claim token, from which `afterClaim` derives them as the claim's update leaves them.
+ */
+const PICKED = [...CLAIMED_COLUMNS.map(q), `${utcText(q('created_at'))} AS ${q('created_at')}`, q('claim_token')].join(', ');
 
 const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
 /**
@@ -30,7 +33,7 @@ const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`availab
  * MySQL 8.0.13+ and MariaDB 10.6+ (InnoDB, through mysql2): `DATETIME(6)` in UTC compared with
  * `UTC_TIMESTAMP(6)`; JSON kept as utf8mb4 text, so it comes back byte for byte; a binary collation so
  * topics and dedupe keys compare exactly. No `UPDATE … RETURNING`: the claim selects `FOR UPDATE SKIP
- * LOCKED`, updates and reads back the claimed rows in one READ COMMITTED transaction.
+ * LOCKED` and updates the rows it locked in one READ COMMITTED transaction.
  */
 export class MysqlDialect implements OutboxDialect {
   readonly name = 'mysql';
@@ -95,10 +98,11 @@ export class MysqlDialect implements OutboxDialect {
 
   claimSelection(table: OutboxTable, batchSize: number): Statement {
     // The index (status, available_at, id) serves both the filter and the ORDER BY: no filesort, so
-    // InnoDB locks only the rows it returns and a second worker skips them.
+    // InnoDB locks only the rows it returns and a second worker skips them. It reads what the worker
+    // needs at once (the locking read visits each row anyway): no second read after the update.
     return {
       sql:
-        `SELECT \`id\` FROM ${qt(table)} WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
+        `SELECT ${PICKED} FROM ${qt(table)} WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
         'ORDER BY `available_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED',
       params: [batchSize],
     };
@@ -127,7 +131,7 @@ export class MysqlDialect implements OutboxDialect {
         error: 'NULL',
         round: '`redrive_count`',
       });
-      await run({
+      const { affected } = await run({
         sql: `UPDATE ${qt(table)} SET
             \`attempt_log\` = IF(\`claim_token\` IS NOT NULL, ${expiredAttempt}, \`attempt_log\`),
             \`claimed_at\` = IF(${spent}, \`claimed_at\`, ${NOW}),
@@ -158,13 +162,11 @@ export class MysqlDialect implements OutboxDialect {
           ...ids,
         ],
       });
-      const { rows } = await run({
-        sql:
-          `SELECT ${CLAIMED} FROM ${qt(table)} WHERE \`id\` IN (${list}) ` +
-          "AND (`claim_token` = ? OR (`status` = 'dead' AND `claim_token` IS NULL))",
-        params: [...ids, a.token],
-      });
-      return rows;
+      if (affected !== picked.length) {
+        // The rows are locked since the read and still due: never seen. Roll back rather than guess.
+        throw new Error(`the claim updated ${affected} of the ${picked.length} rows it locked`);
+      }
+      return picked.map((row) => afterClaim(row, a.maxAttempts));
     });
   }
 
@@ -246,4 +248,25 @@ export class MysqlDialect implements OutboxDialect {
   purge = purgeBatch;
   purgeSelection = purgeSelection;
   decode = decodeRow;
+}
+
+/**
+ * A claimed row as the claim's update leaves it, from the row as the locking read found it: the same
+ * rules as the update's assignments (a lease still held has expired; an event whose attempts are spent
+ * is dead, noted as without outcome when it has no error of its own).
+ */
+function afterClaim(row: Record<string, unknown>, maxAttempts: number): Record<string, unknown> {
+  const attempts = Number(row.attempts);
+  const spent = attempts >= maxAttempts;
+  const expired = row.claim_token != null;
+  let note = row.note;
+  if (expired) note = `attempt ${attempts} of ${maxAttempts} ${LEASE_EXPIRED}`;
+  else if (spent && row.last_error == null) note = `attempt ${attempts} of ${maxAttempts} ${NO_OUTCOME}`;
+  return {
+    ...row,
+    status: spent ? 'dead' : 'pending',
+    attempts: spent ? attempts : attempts + 1,
+    note,
+    last_expired_attempt: expired ? attempts : row.last_expired_attempt,
+  };
 }

@@ -89,7 +89,7 @@ export function attemptsNotCounted(store: OutboxStore): PlantedVariant {
       return `${match[1]} = ${column} + 0 * (${match[3]})`;
     });
     rewritten += changed.length;
-    // Only the claim's UPDATE has a SET clause; MySQL's selection and read-back have nothing to break.
+    // Only the claim's UPDATE has a SET clause; MySQL's locking selection has nothing to break.
     const isUpdate = clauses(statement.sql, 'SET').length > 0;
     return { statement: { ...statement, sql }, changed: isUpdate ? changed.length : undefined };
   }, () => rewritten);
