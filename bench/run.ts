@@ -52,7 +52,10 @@ const RELAY_TARGETS: Partial<Record<Db, Record<string, number>>> = {
   postgres: { '1w_b500': 0.7, '4w_b500': 0.75 },
   mariadb: { '1w_b500': 0.75, '4w_b500': 0.9 },
 };
+/** OUTBOX_BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' profiles the drain's worker processes. */
+const NODE_ARGS = process.env.OUTBOX_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 const ENQUEUE_ROUNDS = QUICK ? 1 : 3;
+const DRAIN_ROUNDS = QUICK ? 1 : 3;
 const ROOT = join(__dirname, '..');
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -99,6 +102,8 @@ function child(args: string[], nodeArgs: string[] = []): Child {
     kill: () => proc.kill('SIGKILL'),
   };
 }
+
+const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
 
 async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const start = process.hrtime.bigint();
@@ -152,7 +157,6 @@ async function enqueue(db: Db) {
   await dropRelayTable(db, r, TABLE);
   await app.close();
   await r.close();
-  const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
   const rawBusiness = median(samples.rawBusiness);
   const rawOutbox = median(samples.rawOutbox);
   const libBusiness = median(samples.libBusiness);
@@ -180,7 +184,7 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
   } else {
     await fill(db, r, TABLE, SIZES.drainEvents);
   }
-  const children = Array.from({ length: workers }, () => child([`${impl}-drain`, db, TABLE, String(batch)]));
+  const children = Array.from({ length: workers }, () => child([`${impl}-drain`, db, TABLE, String(batch)], NODE_ARGS));
   await Promise.all(children.map((c) => c.ready));
   const { ms, value } = await timed(async () => {
     for (const c of children) c.go();
@@ -310,6 +314,7 @@ async function main() {
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
     date: new Date().toISOString(),
     sizes: SIZES,
+    drainRounds: DRAIN_ROUNDS,
   };
   const idleTx: Partial<Record<MvccDb, IdleTxResult>> = {};
   for (const db of dbs) {
@@ -324,9 +329,15 @@ async function main() {
     const d: Record<string, number> = {};
     for (const workers of !SECTIONS.has('drain') ? [] : db === 'sqlite' ? [1] : [1, 4]) {
       for (const batch of [50, 500]) {
+        // Interleaved rounds, medians: one drain of 50,000 events lasts a second or two, and a single
+        // one moved by ±20% between runs on this machine.
+        const samples: Record<string, number[]> = { relay: [], raw: [], lib: [] };
+        for (let round = 0; round < DRAIN_ROUNDS; round++) {
+          for (const impl of ['relay', 'raw', 'lib'] as const) samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
+        }
         for (const impl of ['relay', 'raw', 'lib'] as const) {
-          d[`${impl}_${workers}w_b${batch}`] = (await drain(db, impl, workers, batch)).eventsPerSecond;
-          log(`   ${impl} ${workers}w b${batch}: ${Math.round(d[`${impl}_${workers}w_b${batch}`])}/s`);
+          d[`${impl}_${workers}w_b${batch}`] = median(samples[impl]);
+          log(`   ${impl} ${workers}w b${batch}: ${samples[impl].map(Math.round).join(', ')}/s`);
         }
       }
     }
@@ -373,7 +384,7 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
   const f = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
   const lines = [
-    `Machine: ${results.machine}. ${results.date}. Drain: ${f(SIZES.drainEvents)} events, no-op handler.`,
+    `Machine: ${results.machine}. ${results.date}. Drain: ${f(SIZES.drainEvents)} events, no-op handler${results.drainRounds ? `, medians of ${results.drainRounds} interleaved rounds` : ', one round'}.`,
     '',
     `Enqueue: medians of ${ENQUEUE_ROUNDS} interleaved rounds of ${SIZES.enqueueSeconds} s per variant.`,
     '',
