@@ -179,7 +179,7 @@ async function indexCost(db: Db, sizes: OperationsSizes) {
 
 export async function operationsBench(db: Db, sizes: OperationsSizes, log: (line: string) => void) {
   log(`— ${db}: retention during claims`);
-  const claim = db === 'sqlite' ? undefined : await retentionClaim(db, sizes);
+  const claim = await retentionClaim(db, sizes);
   log(`— ${db}: soak with retention`);
   const soakResult = await soak(db, sizes);
   log(`— ${db}: stats()`);

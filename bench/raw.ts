@@ -146,13 +146,14 @@ export async function fill(db: Db, r: Raw, table: string, count: number, status:
         [status, status],
       );
     } else {
+      // In SQLite || binds tighter than / and %: the offset is parenthesised whole.
       await r.query(
         `WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${n}),
            k AS (SELECT printf('%012x', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS h, printf('%018x', ${base} + n) AS c FROM s)
          INSERT INTO "${table}" ("id", "topic", "payload", "status", "available_at", "processed_at")
          SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(c, 1, 3) || '-8' || substr(c, 4, 3) || '-' || substr(c, 7, 12),
            'bench.event', '{"n":1}', ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 seconds'),
-           CASE WHEN ? = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (abs(random()) % ${Math.max(1, spreadMs)}) / 1000.0 || ' seconds') END FROM k`,
+           CASE WHEN ? = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || ((abs(random()) % ${Math.max(1, spreadMs)}) / 1000.0) || ' seconds') END FROM k`,
         [status, status],
       );
     }

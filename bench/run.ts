@@ -385,6 +385,8 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
   const lines = [
     `Machine: ${results.machine}. ${results.date}. Drain: ${f(SIZES.drainEvents)} events, no-op handler${results.drainRounds ? `, medians of ${results.drainRounds} interleaved rounds` : ', one round'}.`,
+    // Remarks added to latest.json by hand, e.g. a section re-run alone after the full run.
+    ...((results.notes as string[] | undefined) ?? []).flatMap((note) => ['', note]),
     '',
     `Enqueue: medians of ${ENQUEUE_ROUNDS} interleaved rounds of ${SIZES.enqueueSeconds} s per variant.`,
     '',
