@@ -94,8 +94,8 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
  * Version 5: the id and the claim token, UUIDs, in ASCII with byte comparison instead of utf8mb4 text
  * (the table's default, which the user columns keep). Every claim and acknowledgement looks up its rows
  * by id and checks the token: on MariaDB 10.11 the claim's update and the acknowledgement cost a
- * quarter to a third less per event. A change of the primary key's character set rebuilds the table (ALGORITHM=COPY):
- * writes wait while it runs.
+ * quarter to a third less per event. A change of the primary key's character set rebuilds the table
+ * (ALGORITHM=COPY): writes wait while it runs.
  */
 function asciiKeys(table: OutboxTable): { up: string[]; down: string[] } {
   const keys = (charset: string) =>

@@ -28,7 +28,6 @@ const byId = (table: OutboxTable) => `${qt(table)} FORCE INDEX (PRIMARY)`;
 
 const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`available_at\` > ${NOW}`;
 
-
 /**
  * MySQL 8.0.13+ and MariaDB 10.6+ (InnoDB, through mysql2): `DATETIME(6)` in UTC compared with
  * `UTC_TIMESTAMP(6)`; JSON kept as utf8mb4 text, so it comes back byte for byte; a binary collation so
