@@ -164,9 +164,9 @@ export interface OutboxStats {
   inFlight: number;
   dead: number;
   /**
-   * Delivered rows kept (retention deletes them): counted exactly on SQLite, on tables under 100,000
-   * rows and with `exact: true`; else the database's own estimate of the table's rows less the exact
-   * counts of the others (`deliveredExact: false`).
+   * Delivered rows kept (retention deletes them): counted exactly on tables under 100,000 rows and
+   * with `exact: true`; else the table's rows (PostgreSQL's and InnoDB's estimate, SQLite's count)
+   * less the exact counts of the others (`deliveredExact: false`).
    */
   delivered: number;
   deliveredExact: boolean;

@@ -180,7 +180,9 @@ export class OperationsStatements {
   /** Delivered events by topic: a count of every delivered row, as long as the table is. */
   deliveredByTopic(): Statement {
     return {
-      sql: `SELECT ${this.c('topic')}, COUNT(*) AS ${this.c('n')} FROM ${this.t} WHERE ${this.c('status')} = 'delivered' GROUP BY ${this.c('topic')}`,
+      sql:
+        `SELECT ${this.c('topic')}, COUNT(*) AS ${this.c('n')} FROM ${this.t}${this.f.inTableOrder ?? ''} ` +
+        `WHERE ${this.c('status')} = 'delivered' GROUP BY ${this.c('topic')}`,
       params: [],
     };
   }

@@ -205,8 +205,14 @@ export interface SqlFlavor {
   readonly columns: string;
   /** Locks the selected rows until the transaction ends; empty where the database has one writer. */
   readonly forUpdate: string;
-  /** One row with `n`, the database's own estimate of the table's rows, where it keeps one cheaply. */
+  /** One row with `n`: the table's rows as the database estimates them, or counts them cheaply. */
   rowEstimate?(table: OutboxTable): Statement;
+  /**
+   * After the table in the count of every delivered row: reads the table in its own order. SQLite
+   * otherwise walks the retention index, in processed-time order, and looks each row up (ten times
+   * slower than a scan when rows did not finish in the order they were written).
+   */
+  readonly inTableOrder?: string;
 }
 
 /** Operations: statements built from filters, by one builder, through the database's flavor of SQL. */

@@ -16,4 +16,7 @@ export const sqliteFlavor: SqlFlavor = {
   columns: '*',
   // One writer at a time: a transaction's rows cannot change under it.
   forUpdate: '',
+  // SQLite keeps no row estimate; counting reads its smallest index (about 35 ms per million rows).
+  rowEstimate: (table) => ({ sql: `SELECT COUNT(*) AS "n" FROM ${quoteTable(table)}`, params: [] }),
+  inTableOrder: ' NOT INDEXED',
 };
