@@ -23,6 +23,7 @@ import { outboxTable } from '../lib/dialects/shared/outbox-table';
 import type { SqlExecutor, Statement } from '../lib/dialects/shared/outbox-dialect.interface';
 import { createTables, dropTables, fill, raw, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayTable } from './relay';
+import { median } from './median';
 
 const EVENTS = 50_000;
 const BATCH = 500;
@@ -206,8 +207,6 @@ async function relay(r: Raw): Promise<Cost> {
   await dropRelayTable('mariadb', r, name);
   return cost;
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 async function main(): Promise<void> {
   const r = await raw('mariadb', 1);

@@ -12,6 +12,7 @@ import { OUTBOX_STORE } from '../lib/outbox.constants';
 import type { OutboxStore } from '../lib/store/outbox.store';
 import { libraryApp, Sink, type Db } from './env';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
+import { median } from './median';
 
 export interface OperationsSizes {
   history: number;
@@ -23,7 +24,6 @@ export interface OperationsSizes {
 
 const TABLE = 'bench_outbox';
 const q = (db: Db, name: string) => (db === 'mariadb' ? `\`${name}\`` : `"${name}"`);
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function timedMs(work: () => Promise<unknown>): Promise<number> {

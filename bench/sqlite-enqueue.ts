@@ -17,6 +17,7 @@ import { indexNames } from '../lib/dialects/shared/dialect.util';
 import { outboxTable } from '../lib/dialects/shared/outbox-table';
 import { OUTBOX_SCHEMA_VERSIONS } from '../lib/schema/outbox-migrations';
 import { uuidv7 } from '../lib/utils/uuidv7';
+import { median } from './median';
 
 const FILE = '/tmp/outbox-sqlite-enqueue.sqlite';
 const SECONDS = 2;
@@ -68,8 +69,6 @@ function rate(variant: Variant): number {
   db.close();
   return count / SECONDS;
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 const rates = new Map<Variant, number[]>(VARIANTS.map((v) => [v, []]));
 for (let round = 0; round < ROUNDS; round++) for (const variant of VARIANTS) rates.get(variant)!.push(rate(variant));

@@ -21,6 +21,7 @@ import { appendAttempt, type AttemptLogSql } from '../lib/dialects/shared/attemp
 import { uuidv7 } from '../lib/utils/uuidv7';
 import { outboxTable } from '../lib/dialects/shared/outbox-table';
 import type { SqlExecutor, Statement } from '../lib/dialects/shared/outbox-dialect.interface';
+import { median } from './median';
 
 const EVENTS = 50_000;
 const BATCH = Number(process.env.OUTBOX_BENCH_BATCH ?? 500);
@@ -170,8 +171,6 @@ function relay(): Cost {
     (rows) => db.prepare(`UPDATE "r" SET "status" = 2 WHERE "id" IN (${placeholders(rows.length)})`).run(...rows.map((row) => row.id)),
   );
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 async function main(): Promise<void> {
   const shapes: Array<[string, () => Cost | Promise<Cost>]> = [['library', library], ['narrow', narrow], ['relay', relay]];
