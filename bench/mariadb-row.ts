@@ -67,12 +67,15 @@ async function drain<R>(claim: () => Promise<R[]>, ack: (rows: R[]) => Promise<v
 
 const list = (n: number) => Array.from({ length: n }, () => '?').join(', ');
 
-async function library(r: Raw): Promise<Cost> {
-  const name = 'outbox_row_library';
-  const table = outboxTable(name);
-  const dialect = new MysqlDialect();
+/** The library's table under `name`, with all schema versions, filled with the events to drain. */
+async function libraryTable(r: Raw, name: string) {
   await createTables('mariadb', r, name);
   await fill('mariadb', r, name, EVENTS);
+  return { name, table: outboxTable(name), dialect: new MysqlDialect() };
+}
+
+async function library(r: Raw): Promise<Cost> {
+  const { name, table, dialect } = await libraryTable(r, 'outbox_row_library');
   const run = (s: Statement) => r.query(s.sql, s.params);
   const executor: SqlExecutor = { run, transaction: (work) => r.transaction((query) => work((s) => query(s.sql, s.params))) };
   let token = '';
@@ -89,11 +92,7 @@ async function library(r: Raw): Promise<Cost> {
 
 /** The library's table and locking read; an update of the lease columns alone, as every fresh row needs. */
 async function lean(r: Raw): Promise<Cost> {
-  const name = 'outbox_row_lean';
-  const table = outboxTable(name);
-  const dialect = new MysqlDialect();
-  await createTables('mariadb', r, name);
-  await fill('mariadb', r, name, EVENTS);
+  const { name, table, dialect } = await libraryTable(r, 'outbox_row_lean');
   let token = '';
   const cost = await drain(
     () =>
@@ -111,7 +110,10 @@ async function lean(r: Raw): Promise<Cost> {
         if (affected !== rows.length) throw new Error(`claimed ${affected} of ${rows.length}`);
         return rows;
       }),
-    async (rows) => void (await r.query(dialect.acknowledge(table, rows.map((row) => String(row.id)), token).sql, dialect.acknowledge(table, rows.map((row) => String(row.id)), token).params)),
+    async (rows) => {
+      const { sql, params } = dialect.acknowledge(table, rows.map((row) => String(row.id)), token);
+      await r.query(sql, params);
+    },
   );
   await dropTables('mariadb', r, name);
   return cost;

@@ -42,13 +42,13 @@ function open(file: string): Database.Database {
 }
 
 /** Drains the table with `claim` and `ack`, timing each; µs per event. */
-function drain<R>(claim: () => R[], ack: (rows: R[]) => void): Cost {
+async function drain<R>(claim: () => R[] | Promise<R[]>, ack: (rows: R[]) => unknown): Promise<Cost> {
   let claiming = 0;
   let acknowledging = 0;
   let events = 0;
   for (;;) {
     let started = performance.now();
-    const rows = claim();
+    const rows = await claim();
     claiming += performance.now() - started;
     if (rows.length === 0) break;
     events += rows.length;
@@ -81,28 +81,22 @@ async function library(): Promise<Cost> {
     return { rows, affected: rows.length };
   };
   const executor: SqlExecutor = { run, transaction: (work) => work(run) };
-  let claiming = 0;
-  let acknowledging = 0;
-  let events = 0;
-  for (;;) {
-    const token = randomUUID();
-    let started = performance.now();
-    const rows = await dialect.claim(executor, table, { batchSize: BATCH, token, leaseMs: LEASE_MS, maxAttempts: MAX_ATTEMPTS });
-    claiming += performance.now() - started;
-    if (rows.length === 0) break;
-    events += rows.length;
-    started = performance.now();
-    const { sql, params } = dialect.acknowledge(table, rows.map((row) => String(row.id)), token);
-    db.prepare(sql).run(...params);
-    acknowledging += performance.now() - started;
-  }
-  if (events !== EVENTS) throw new Error(`drained ${events} of ${EVENTS}`);
-  return { claim: (claiming * 1000) / events, ack: (acknowledging * 1000) / events };
+  let token = '';
+  return drain(
+    () => {
+      token = randomUUID();
+      return dialect.claim(executor, table, { batchSize: BATCH, token, leaseMs: LEASE_MS, maxAttempts: MAX_ATTEMPTS });
+    },
+    (rows) => {
+      const { sql, params } = dialect.acknowledge(table, rows.map((row) => String(row.id)), token);
+      db.prepare(sql).run(...params);
+    },
+  );
 }
 
 const NOW_MS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`;
 
-function narrow(): Cost {
+function narrow(): Promise<Cost> {
   const db = open('/tmp/outbox-sqlite-row-narrow.sqlite');
   db.exec(`CREATE TABLE "n" ("seq" INTEGER PRIMARY KEY, "id" text NOT NULL, "topic" text NOT NULL, "key" text,
     "dedupe_key" text, "payload" text NOT NULL, "headers" text NOT NULL DEFAULT '{}', "status" integer NOT NULL DEFAULT 0,
@@ -157,7 +151,7 @@ function narrow(): Cost {
   );
 }
 
-function relay(): Cost {
+function relay(): Promise<Cost> {
   const db = open('/tmp/outbox-sqlite-row-relay.sqlite');
   db.exec(`CREATE TABLE "r" ("id" INTEGER PRIMARY KEY, "topic" text NOT NULL, "payload" text NOT NULL, "status" integer NOT NULL DEFAULT 0)`);
   db.exec(`CREATE INDEX "r_due" ON "r" ("id") WHERE "status" = 0`);
@@ -173,7 +167,7 @@ function relay(): Cost {
 }
 
 async function main(): Promise<void> {
-  const shapes: Array<[string, () => Cost | Promise<Cost>]> = [['library', library], ['narrow', narrow], ['relay', relay]];
+  const shapes: Array<[string, () => Promise<Cost>]> = [['library', library], ['narrow', narrow], ['relay', relay]];
   const costs = new Map<string, Cost[]>(shapes.map(([name]) => [name, []]));
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, run] of shapes) costs.get(name)!.push(await run());
