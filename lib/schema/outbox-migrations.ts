@@ -9,9 +9,10 @@ export interface OutboxSchemaVersion {
   timestamp: number;
   /**
    * What the version adds, by which start-up recognises it: a column (with `charset`, its character
-   * set where the database keeps one per column: MySQL/MariaDB), or an index (its role in `indexNames`).
+   * set where the database keeps one per column: MySQL/MariaDB; with `noPad`, a collation that keeps
+   * trailing spaces significant where the database pads by default), or an index (its role in `indexNames`).
    */
-  marker: { column: string; charset?: string } | { index: 'retention' };
+  marker: { column: string; charset?: string; noPad?: true } | { index: 'retention' };
 }
 
 /**
@@ -29,6 +30,10 @@ export const OUTBOX_SCHEMA_VERSIONS: readonly OutboxSchemaVersion[] = [
   // MySQL/MariaDB: the id and the claim token in ASCII, so every key lookup of a claim or an
   // acknowledgement compares bytes instead of utf8mb4 text. Nothing on PostgreSQL and SQLite.
   { version: 5, name: 'OutboxAsciiKeys', timestamp: 1796256000000, marker: { column: 'id', charset: 'ascii' } },
+  // MySQL/MariaDB: `key` and `dedupe_key` in a NO PAD collation, so keys that differ only by trailing
+  // spaces are two keys (a PAD SPACE collation made the unique index take them for one, and publish()
+  // lost the second event). PostgreSQL and SQLite compare them exactly already.
+  { version: 6, name: 'OutboxExactKeys', timestamp: 1796342400000, marker: { column: 'key', noPad: true } },
 ];
 
 const upgrades = new Map<string, OutboxMigrationClass>();

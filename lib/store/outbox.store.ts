@@ -20,7 +20,7 @@ import { WakeUpReporter } from './wake-up-reporter';
 import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
-import { OutboxDedupeConflictError } from '../errors/outbox.errors';
+import { OutboxDedupeConflictError, OutboxValidationError } from '../errors/outbox.errors';
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
 import { canonicalJson } from '../utils/canonical-json';
@@ -157,9 +157,16 @@ export class OutboxStore implements OnModuleInit {
       ? await this.findByDedupeKeys(manager, keyed.map((r) => r.event.dedupeKey!), true)
       : new Map();
     for (const row of fresh) {
-      const winner = row.event.dedupeKey === null ? undefined : winners.get(row.event.dedupeKey);
-      results[row.index] =
-        !winner || winner.id === row.id ? { id: row.id, inserted: true } : this.resolveDuplicate(winner, row.event);
+      const key = row.event.dedupeKey;
+      if (key === null) {
+        results[row.index] = { id: row.id, inserted: true };
+        continue;
+      }
+      // Our row or the one that won the key: neither found means the unique index took the key for
+      // another, which the read-back by this exact key cannot see. Never report a row not written.
+      const winner = winners.get(key);
+      if (!winner) throw keyNotStored(key, [...winners.values()]);
+      results[row.index] = winner.id === row.id ? { id: row.id, inserted: true } : this.resolveDuplicate(winner, row.event);
     }
     events.forEach((event, index) => {
       if (!results[index]) results[index] = { id: results[firstIndex.get(event.dedupeKey!)!].id, inserted: false };
@@ -262,6 +269,16 @@ export class OutboxStore implements OnModuleInit {
 
 function byDueTime(a: ClaimedEvent, b: ClaimedEvent): number {
   return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+function keyNotStored(key: string, found: StoredEvent[]): OutboxValidationError {
+  const taken = found.find((event) => event.dedupeKey!.trimEnd() === key.trimEnd());
+  return new OutboxValidationError(
+    'dedupeKey',
+    `"${key}" was not stored: the table's unique index took it for ` +
+      (taken ? `the existing key "${taken.dedupeKey}" (event ${taken.id})` : 'an existing key') +
+      '. Its collation ignores trailing spaces (MySQL/MariaDB before schema version 6): run the outbox migrations.',
+  );
 }
 
 function sameContent(a: ValidatedEvent, b: ValidatedEvent): boolean {

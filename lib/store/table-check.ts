@@ -41,15 +41,22 @@ async function verifySchemaVersion(
   tableName: string,
 ): Promise<void> {
   const rows = async (statement: Statement) => (await executor.run(statement)).rows;
-  // Column name → its character set, or null where the database keeps none per column.
-  const columns = new Map((await rows(dialect.columns(table))).map((row) => [String(row.name), row.charset == null ? null : String(row.charset)]));
+  // Column name → its character set (null where the database keeps none per column), and whether its
+  // comparisons keep trailing spaces (undefined where the database never pads).
+  const columns = new Map(
+    (await rows(dialect.columns(table))).map((row) => [
+      String(row.name),
+      { charset: row.charset == null ? null : String(row.charset), noPad: row.no_pad == null ? undefined : Number(row.no_pad) === 1 },
+    ]),
+  );
   const indexes = new Set((await rows(dialect.indexes(table))).map((row) => String(row.name)));
   const index = indexNames(table.name);
   const reached = (marker: OutboxSchemaVersion['marker']) => {
     if (!('column' in marker)) return indexes.has(index[marker.index]);
-    if (!columns.has(marker.column)) return false;
-    const charset = columns.get(marker.column);
-    return marker.charset === undefined || charset === null || charset!.toLowerCase() === marker.charset;
+    const column = columns.get(marker.column);
+    if (!column) return false;
+    if (marker.noPad && column.noPad === false) return false;
+    return marker.charset === undefined || column.charset === null || column.charset.toLowerCase() === marker.charset;
   };
   const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !reached(step.marker));
   if (!missing) return;

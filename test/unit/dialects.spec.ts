@@ -24,9 +24,10 @@ describe('server version checks', () => {
     ['MariaDB 10.5', new MysqlDialect(), 'version', '10.5.27-MariaDB-log', 'MariaDB 10.5.27-MariaDB-log is not supported by the outbox: it needs MariaDB 10.6'],
     ['MariaDB 10.6', new MysqlDialect(), 'version', '10.6.0-MariaDB', null],
     ['MariaDB 11.4', new MysqlDialect(), 'version', '11.4.2-MariaDB-ubu2404', null],
-    ['MySQL 8.0.12', new MysqlDialect(), 'version', '8.0.12', 'MySQL 8.0.12 is not supported by the outbox: it needs MySQL 8.0.13'],
-    ['MySQL 5.7', new MysqlDialect(), 'version', '5.7.44-log', 'needs MySQL 8.0.13'],
-    ['MySQL 8.0.13', new MysqlDialect(), 'version', '8.0.13', null],
+    // 8.0.17 brought utf8mb4_0900_bin, the NO PAD collation of schema version 6's keys.
+    ['MySQL 8.0.16', new MysqlDialect(), 'version', '8.0.16', 'MySQL 8.0.16 is not supported by the outbox: it needs MySQL 8.0.17'],
+    ['MySQL 5.7', new MysqlDialect(), 'version', '5.7.44-log', 'needs MySQL 8.0.17'],
+    ['MySQL 8.0.17', new MysqlDialect(), 'version', '8.0.17', null],
     ['MySQL 8.4', new MysqlDialect(), 'version', '8.4.3', null],
     ['PostgreSQL 12', new PostgresDialect(), 'server_version', '12.22 (Debian 12.22-1)', 'needs PostgreSQL 13.0'],
     ['PostgreSQL 15', new PostgresDialect(), 'server_version', '15.20 (Debian 15.20-0+deb12u1)', null],

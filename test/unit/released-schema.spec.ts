@@ -29,6 +29,7 @@ describe('released schema versions', () => {
       v3: { up: dialect.upgrade(3, table), down: dialect.downgrade(3, table) },
       v4: { up: dialect.upgrade(4, table), down: dialect.downgrade(4, table) },
       v5: { up: dialect.upgrade(5, table), down: dialect.downgrade(5, table) },
+      v6: { up: dialect.upgrade(6, table), down: dialect.downgrade(6, table) },
     }).toEqual(released[key]);
   });
 });

@@ -54,6 +54,7 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
     if (version === 3) return retentionIndex(table).up;
     if (version === 4) return attemptHistoryColumns(table).up;
     if (version === 5) return asciiKeys(table).up;
+    if (version === 6) return exactKeys(table).up;
     const t = qt(table);
     requireSchemaVersion(version);
     const [expired] = V1_CLAIM_NOTES;
@@ -72,6 +73,7 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
     if (version === 3) return retentionIndex(table).down;
     if (version === 4) return attemptHistoryColumns(table).down;
     if (version === 5) return asciiKeys(table).down;
+    if (version === 6) return exactKeys(table).down;
     const t = qt(table);
     requireSchemaVersion(version);
     return [
@@ -83,7 +85,9 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
   columns(table: OutboxTable): Statement {
     return {
       sql:
-        'SELECT column_name AS `name`, character_set_name AS `charset` FROM information_schema.columns ' +
+        // NO PAD collations: MariaDB names them `…_nopad_…`; MySQL 8's `…_0900_…` collations all are.
+        'SELECT column_name AS `name`, character_set_name AS `charset`, ' +
+        "collation_name REGEXP 'nopad|_0900_' AS `no_pad` FROM information_schema.columns " +
         'WHERE table_schema = DATABASE() AND table_name = ?',
       params: [table.name],
     };
@@ -102,4 +106,33 @@ function asciiKeys(table: OutboxTable): { up: string[]; down: string[] } {
     `ALTER TABLE ${qt(table)} MODIFY \`id\` char(36) CHARACTER SET ${charset} COLLATE ${charset}_bin NOT NULL, ` +
     `MODIFY \`claim_token\` char(36) CHARACTER SET ${charset} COLLATE ${charset}_bin NULL`;
   return { up: [keys('ascii')], down: [keys('utf8mb4')] };
+}
+
+/**
+ * Version 6: `key` and `dedupe_key` in a NO PAD binary collation. `utf8mb4_bin` pads: it takes
+ * 'order-1' and 'order-1 ' for one value, so the unique index refused the second dedupe key and a
+ * filter on one key found the other. MariaDB and MySQL name their NO PAD binary collation differently
+ * (MySQL's needs 8.0.17), so the statement is chosen by the server it runs on. The columns stay text:
+ * a worker of the previous version reads them as before during a rolling upgrade. Going back fails
+ * while two dedupe keys differ only by trailing spaces (the padded unique index cannot hold both).
+ */
+const SERVER_COLLATION = '\u0000';
+
+function exactKeys(table: OutboxTable): { up: string[]; down: string[] } {
+  const keys = (collation: string) =>
+    `ALTER TABLE ${qt(table)} MODIFY \`key\` varchar(255) CHARACTER SET utf8mb4 COLLATE ${collation} NULL, ` +
+    `MODIFY \`dedupe_key\` varchar(255) CHARACTER SET utf8mb4 COLLATE ${collation} NULL`;
+  const literal = (text: string) => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+  // The statement as text with the server's collation spliced in where SERVER_COLLATION stands.
+  const chosen = keys(SERVER_COLLATION).split(SERVER_COLLATION).map(literal).join(', @outbox_collation, ');
+  return {
+    up: [
+      "SET @outbox_collation = IF(VERSION() LIKE '%MariaDB%', 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin')",
+      `SET @outbox_ddl = CONCAT(${chosen})`,
+      'PREPARE outbox_ddl FROM @outbox_ddl',
+      'EXECUTE outbox_ddl',
+      'DEALLOCATE PREPARE outbox_ddl',
+    ],
+    down: [keys('utf8mb4_bin')],
+  };
 }

@@ -50,7 +50,7 @@ export class MysqlDialect implements OutboxDialect {
     this.maxStatementBytes = Number(rows[0]?.max_packet) || undefined;
     const version = String(rows[0]?.version ?? '');
     if (/mariadb/i.test(version)) requireVersion('MariaDB', version, '10.6');
-    else requireVersion('MySQL', version, '8.0.13');
+    else requireVersion('MySQL', version, '8.0.17');
   }
 
   // The table's versions and the start-up checks: mysql-schema.ts.

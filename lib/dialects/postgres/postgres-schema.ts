@@ -49,8 +49,8 @@ export const postgresSchema: SchemaStatements = {
 
   upgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).up;
-    // Version 5 is MySQL's (ASCII keys): here the id is already compared as bytes.
-    if (version === 5) return [];
+    // Versions 5 and 6 are MySQL's (ASCII keys, NO PAD keys): here ids and keys already compare exactly.
+    if (version === 5 || version === 6) return [];
     const t = quoteTable(table);
     if (version === 4) {
       return [
@@ -72,7 +72,7 @@ export const postgresSchema: SchemaStatements = {
 
   downgrade(version: number, table: OutboxTable): string[] {
     if (version === 3) return partialRetentionIndex(table).down;
-    if (version === 5) return [];
+    if (version === 5 || version === 6) return [];
     const t = quoteTable(table);
     if (version === 4) return [`ALTER TABLE ${t} DROP COLUMN "redrive_count", DROP COLUMN "attempt_log", DROP COLUMN "claimed_at"`];
     requireSchemaVersion(version);

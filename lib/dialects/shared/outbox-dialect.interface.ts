@@ -94,7 +94,9 @@ export interface SchemaStatements {
   downgrade(version: number, table: OutboxTable): string[];
   /**
    * One row per column of the table, with its name in `name` and its character set in `charset`
-   * (NULL where the database keeps none per column, and for columns that are not text).
+   * (NULL where the database keeps none per column, and for columns that are not text); where the
+   * database pads text comparisons by default, `no_pad` (1 or 0) says whether the column's collation
+   * keeps trailing spaces significant.
    */
   columns(table: OutboxTable): Statement;
   /** One row per usable index of the table, with its name in `name`. */
@@ -191,7 +193,10 @@ export interface SqlFlavor {
   table(table: OutboxTable): string;
   /** The placeholder of the `n`th parameter, from 1. */
   placeholder(n: number): string;
-  /** The database clock. */
+  /**
+   * The database clock at the start of the statement, not of its transaction: a statement that runs after
+   * another waited for row locks sees the time after the wait.
+   */
   readonly now: string;
   /** A time, bound as a parameter the time columns compare with. */
   time(bind: Bind, date: Date): string;

@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import {
   OutboxDedupeConflictError,
   OutboxHandler,
+  OutboxOperations,
   OutboxPayloadTooLargeError,
   OutboxTransactionRequiredError,
   OutboxValidationError,
@@ -276,6 +277,36 @@ describe.each(backends())('publish on %s', (backend) => {
         expect(error.message).toContain(id);
         expect(await outboxRows(app)).toHaveLength(1);
       });
+    });
+
+    it('takes keys and dedupe keys that differ only by trailing spaces for two (PAD SPACE collations)', async () => {
+      const first = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', { n: 1 }, { dedupeKey: 'order-1', key: 'k1' }));
+      const second = await app.txHost.withTransaction(() =>
+        app.outbox.publish('order.placed', { n: 2 }, { dedupeKey: 'order-1 ', key: 'k1 ' }),
+      );
+      expect(first.inserted && second.inserted).toBe(true);
+      expect(second.id).not.toBe(first.id);
+      const rows = await outboxRows(app);
+      expect(rows.map((r) => [r.id, r.dedupe_key, r.key]).sort()).toEqual(
+        [
+          [first.id, 'order-1', 'k1'],
+          [second.id, 'order-1 ', 'k1 '],
+        ].sort(),
+      );
+      // Each spelling resolves to its own event.
+      const again = await app.txHost.withTransaction(() =>
+        app.outbox.publishMany([
+          { topic: 'order.placed', payload: { n: 2 }, dedupeKey: 'order-1 ', key: 'k1 ' },
+          { topic: 'order.placed', payload: { n: 1 }, dedupeKey: 'order-1', key: 'k1' },
+        ]),
+      );
+      expect(again).toEqual([
+        { id: second.id, inserted: false },
+        { id: first.id, inserted: false },
+      ]);
+      const operations = app.module.get(OutboxOperations);
+      expect((await operations.find({ key: 'k1' })).items.map((e) => e.id)).toEqual([first.id]);
+      expect((await operations.find({ key: 'k1 ' })).items.map((e) => e.id)).toEqual([second.id]);
     });
 
     it('finds several stored dedupe keys in one lookup, and inserts only the new one', async () => {

@@ -6,8 +6,11 @@ import {
   OutboxHandler,
   OutboxOperations,
   OutboxSchemaOutdatedError,
+  OutboxValidationError,
   type OutboxMessage,
 } from '../../../lib';
+import { OutboxStore } from '../../../lib/store/outbox.store';
+import { validateEvent } from '../../../lib/publishing/outbox.validation';
 import { LEASE_EXPIRED } from '../../../lib/dialects/shared/dialect.util';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
@@ -95,6 +98,18 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       ).map((c) => [c.name, c.charset]),
     );
 
+  /** MySQL/MariaDB: the collations of the key columns. */
+  const keyCollations = async () =>
+    Object.fromEntries(
+      (
+        await raw.query<{ name: string; collation: string }>(
+          'SELECT column_name AS `name`, collation_name AS `collation` FROM information_schema.columns ' +
+            "WHERE table_schema = DATABASE() AND table_name = ? AND column_name IN ('key', 'dedupe_key') ORDER BY column_name",
+          [table],
+        )
+      ).map((c) => [c.name, c.collation]),
+    );
+
   const row = async (id: string) =>
     (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0] as Record<string, unknown>;
 
@@ -155,6 +170,8 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(await columnsOf(ds)).toEqual(v4Columns);
     expect(await indexes()).toEqual([...v1Indexes, `${table}_retention_idx`].sort());
     if (backend === 'mariadb') expect(await keyCharsets()).toEqual({ claim_token: 'ascii', id: 'ascii' });
+    await ds.undoLastMigration(); // version 6
+    if (backend === 'mariadb') expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_bin', key: 'utf8mb4_bin' });
     await ds.undoLastMigration();
     if (backend === 'mariadb') expect(await keyCharsets()).toEqual({ claim_token: 'utf8mb4', id: 'utf8mb4' });
     expect(await columnsOf(ds)).toEqual(v4Columns);
@@ -185,7 +202,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       (e: unknown) => e,
     );
     expect(refused).toBeInstanceOf(OutboxSchemaOutdatedError);
-    expect(refused).toMatchObject({ foundVersion: 2, neededVersion: 5, missingMigration: `OutboxRetentionIndex_${table}1796083200000` });
+    expect(refused).toMatchObject({ foundVersion: 2, neededVersion: 6, missingMigration: `OutboxRetentionIndex_${table}1796083200000` });
 
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     await upgraded.destroy();
@@ -203,7 +220,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const refused: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).catch(
       (e: unknown) => e,
     );
-    expect(refused).toMatchObject({ foundVersion: 3, neededVersion: 5, missingMigration: `OutboxAttemptHistory_${table}1796169600000` });
+    expect(refused).toMatchObject({ foundVersion: 3, neededVersion: 6, missingMigration: `OutboxAttemptHistory_${table}1796169600000` });
 
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     await upgraded.destroy();
@@ -219,6 +236,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(redriven!.history.map((h) => [h.round, h.attempt, h.outcome])).toEqual([[1, 1, 'delivered']]);
 
     const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration(); // version 6
     await down.undoLastMigration(); // version 5
     await down.undoLastMigration();
     await down.destroy();
@@ -241,7 +259,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       (e: unknown) => e,
     );
     if (backend === 'mariadb') {
-      expect(started).toMatchObject({ foundVersion: 4, neededVersion: 5, missingMigration: `OutboxAsciiKeys_${table}1796256000000` });
+      expect(started).toMatchObject({ foundVersion: 4, neededVersion: 6, missingMigration: `OutboxAsciiKeys_${table}1796256000000` });
       expect(await keyCharsets()).toEqual({ claim_token: 'utf8mb4', id: 'utf8mb4' });
     } else {
       expect(started).toBeUndefined();
@@ -259,6 +277,61 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(await operations.get(ids.dead)).toMatchObject({ state: 'dead', attempts: 10 });
     expect(await operations.redrive({ ids: [ids.dead] })).toMatchObject({ changed: 1 });
     expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
+  });
+
+  it('takes a version-5 table to exact keys on MySQL/MariaDB (refused until then, and a padded key never reported stored)', async () => {
+    const v5 = await migrate(backend, table, sqlitePath, createOutboxMigrations(table).slice(0, 5));
+    await insert(ids.due, 'pending', 0, null, null);
+    // A worker of this version on the old table (the start-up check below refuses one; this is the store's own guard).
+    const store = new OutboxStore(v5, table, undefined, false);
+    const publish = (dedupeKey: string, n: number) =>
+      v5.transaction((manager) => store.insert(manager, [validateEvent({ topic: 'upgrade', payload: { n }, dedupeKey }, 1024)]));
+    const [first] = await publish('order-1', 1);
+    expect(first.inserted).toBe(true);
+    const padded: unknown = await publish('order-1 ', 2).catch((e: unknown) => e);
+    if (backend === 'mariadb') {
+      expect(padded).toBeInstanceOf(OutboxValidationError);
+      expect((padded as Error).message).toContain(`the existing key "order-1" (event ${first.id})`);
+      expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_bin', key: 'utf8mb4_bin' });
+    } else {
+      expect(padded).toEqual([{ id: expect.any(String), inserted: true }]);
+    }
+    await v5.destroy();
+
+    const started: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).then(
+      async (test) => {
+        await test.close();
+        await test.raw.close();
+      },
+      (e: unknown) => e,
+    );
+    if (backend === 'mariadb') {
+      expect(started).toMatchObject({ foundVersion: 5, neededVersion: 6, missingMigration: `OutboxExactKeys_${table}1796342400000` });
+    } else {
+      expect(started).toBeUndefined();
+    }
+
+    const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    if (backend === 'mariadb') {
+      expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_nopad_bin', key: 'utf8mb4_nopad_bin' });
+      // Down and up again: the padded collation comes back while no two keys differ by trailing spaces only.
+      await upgraded.undoLastMigration();
+      expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_bin', key: 'utf8mb4_bin' });
+      await upgraded.runMigrations();
+      expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_nopad_bin', key: 'utf8mb4_nopad_bin' });
+    }
+    await upgraded.destroy();
+
+    app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
+    const stored = await app.txHost.withTransaction(() =>
+      app!.outbox.publishMany([
+        { topic: 'upgrade', payload: { n: 2 }, dedupeKey: 'order-1 ' },
+        { topic: 'upgrade', payload: { n: 1 }, dedupeKey: 'order-1' },
+      ]),
+    );
+    expect(stored[1]).toEqual({ id: first.id, inserted: false });
+    expect(stored[0].id).not.toBe(first.id);
+    expect(await app.worker.drain()).toMatchObject({ delivered: 3, failed: 0 });
   });
 });
 
