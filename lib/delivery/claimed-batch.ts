@@ -211,7 +211,7 @@ export class ClaimedBatch {
         this.total.lostLeases += ids.length - acknowledged;
         this.logger.warn(
           `Outbox acknowledgement of ${ids.length - acknowledged} of ${ids.length} event(s) rejected: ` +
-            'their lease expired and they may belong to another worker now',
+            'their lease expired and another claim took them',
         );
       }
     } catch (error) {

@@ -7,7 +7,7 @@ import type { OutboxDrainResult } from './drain-result';
 import type { OutboxReleaseReason } from '../events/lifecycle-event';
 import type { OutboxEvents } from '../events/outbox-events';
 
-/** How a fenced write ended: applied, rejected for a lost lease, or not made (database error, shut down). */
+/** How a fenced write ended: applied, rejected (another claim took the event), or not made (database error, shut down). */
 export type Recorded = 'done' | 'rejected' | 'not-made';
 
 /**
@@ -35,7 +35,7 @@ export class FencedWrites {
         this.events.emit({ type: 'lease.lost', ids: [id], count: 1, what: what === 'release' ? 'release' : 'fail' });
       }
       this.logger.warn(
-        `Outbox ${what} of event ${id} rejected: its lease expired and it may belong to another worker now`,
+        `Outbox ${what} of event ${id} rejected: its lease expired and another claim took it`,
       );
       return 'rejected';
     } catch (error) {
@@ -73,7 +73,7 @@ export class FencedWrites {
 
   /**
    * What a fenced write of several events did: `applied` of `ids` were written, the rest refused for a
-   * lost lease. The database does not say which; a batch shares one lease, so it is all or none.
+   * lost lease. The database does not say which; a batch shares one token, so it is all or none.
    */
   emitWritten(
     ids: string[],

@@ -10,7 +10,7 @@ import type { OutboxDrainResult } from './drain-result';
 class OutboxLeaseLostError extends Error {
   constructor(id: string) {
     super(
-      `the lease of outbox event ${id} was lost (it expired, and another worker may hold the event now); ` +
+      `the lease of outbox event ${id} was lost (it expired, and another claim took the event); ` +
         'stop the work: this attempt will not be recorded',
     );
     this.name = 'OutboxLeaseLostError';
@@ -24,12 +24,12 @@ export function renewalIntervalMs(leaseMs: number): number {
 
 /**
  * Keeps the lease of one claim alive while its events wait for a lane or run (`worker.renewLease`):
- * every third of the lease, one statement extends, fenced by the claim token and the live lease, the
+ * every third of the lease, one statement extends, fenced by the claim token, the
  * lease of every event of the claim that is not finished yet. Events that finished are left alone:
  * their outcome is being written, and the fence of that write decides.
  *
  * An event the renewal no longer holds lost its lease (it expired while the worker or the database
- * stalled, and another worker may hold it now): its handlers' signals are aborted, its lane stops
+ * stalled, and another claim took it): its handlers' signals are aborted, its lane stops
  * waiting for them, and its outcome is never written. A renewal the database fails is logged and tried
  * again at the next turn; the lease keeps the expiry it had, and the fence of every write keeps the
  * outcome right if it runs out meanwhile. A worker that dies renews nothing: its events are claimed by
@@ -141,8 +141,8 @@ export class LeaseRenewal {
     this.total.lostLeases += ids.length;
     if (events.observed) events.emit({ type: 'lease.lost', ids, count: ids.length, what: 'renew' });
     this.logger.warn(
-      `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and they may belong to ` +
-        'another worker now; their handlers were aborted and their outcome will not be recorded',
+      `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and another claim took ` +
+        'them; their handlers were aborted and their outcome will not be recorded',
     );
   }
 }

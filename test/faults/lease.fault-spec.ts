@@ -35,7 +35,7 @@ describe.each(faultBackends())('lease expiry while a handler still runs, on %s',
 
       first.process.kill('SIGCONT');
       // Its handler finishes; the acknowledgement (or, had its timeout fired first, the failure) is
-      // fenced by its token and the expired lease, so it changes nothing, and says so.
+      // fenced by its token, which the second claim replaced, so it changes nothing, and says so.
       await first.waitFor(/rejected: (its|their) lease expired/);
       await eventually(
         async () => (await app.raw.query(`SELECT 1 FROM "${app.table}_log" WHERE "phase" = 'done'`)).length === 2,

@@ -19,17 +19,22 @@ const PICKED = [...CLAIMED_COLUMNS.map(q), `${utcText(q('created_at'))} AS ${q('
 const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
 /**
  * The table for a fenced write by id. Left to itself the optimizer may read those rows through the
- * claim index (the lease condition matches it), and under REPEATABLE READ — the session default these
+ * claim index (its leading `status` matches the fence), and under REPEATABLE READ — the session default these
  * single statements run in — that range scan takes next-key locks on pending rows it does not change,
  * including producers' uncommitted inserts: a deadlock with the application's own transaction (seen in
  * the fault suite's starved-pool scenario). By primary key it locks exactly the rows it changes.
  */
 const byId = (table: OutboxTable) => `${qt(table)} FORCE INDEX (PRIMARY)`;
 
-const LIVE_LEASE = `\`status\` = 'pending' AND \`claim_token\` = ? AND \`available_at\` > ${NOW}`;
+/**
+ * The claim still holds the event: pending, with its token. Only another claim replaces the token, so
+ * a lease that ran out while nobody claimed the event (the worker waited for a connection, or stalled)
+ * does not void the outcome: the attempt ran once, and recording it is what keeps it from running again.
+ */
+const HELD = "`status` = 'pending' AND `claim_token` = ?";
 
 /**
- * MySQL 8.0.13+ and MariaDB 10.6+ (InnoDB, through mysql2): `DATETIME(6)` in UTC compared with
+ * MySQL 8.0.17+ and MariaDB 10.6+ (InnoDB, through mysql2): `DATETIME(6)` in UTC compared with
  * `UTC_TIMESTAMP(6)`; JSON kept as utf8mb4 text, so it comes back byte for byte; a binary collation so
  * topics and dedupe keys compare exactly. No `UPDATE … RETURNING`: the claim selects `FOR UPDATE SKIP
  * LOCKED` and updates the rows it locked in one READ COMMITTED transaction.
@@ -173,7 +178,7 @@ export class MysqlDialect implements OutboxDialect {
     return {
       sql:
         `UPDATE ${byId(table)} SET \`status\` = 'delivered', \`claim_token\` = NULL, \`processed_at\` = ${NOW} ` +
-        `WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+        `WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${HELD}`,
       params: [...ids, token],
     };
   }
@@ -194,7 +199,7 @@ export class MysqlDialect implements OutboxDialect {
         `\`available_at\` = IF(?, \`available_at\`, ${NOW_PLUS}), ` +
         `\`status\` = IF(?, 'dead', 'pending'), \`claim_token\` = NULL, ` +
         `\`processed_at\` = IF(?, ${NOW}, NULL), ` +
-        `\`last_error\` = ?, \`completed_handlers\` = ?, \`attempt_log\` = ${failedAttempt} WHERE \`id\` = ? AND ${LIVE_LEASE}`,
+        `\`last_error\` = ?, \`completed_handlers\` = ?, \`attempt_log\` = ${failedAttempt} WHERE \`id\` = ? AND ${HELD}`,
       params: [dead, u.retryDelayMs * 1000, dead, dead, u.error, JSON.stringify(u.completedHandlers), dead, u.error, id, token],
     };
   }
@@ -212,7 +217,7 @@ export class MysqlDialect implements OutboxDialect {
           error: 'NULL',
           round: '`redrive_count`',
         })}, \`attempt_log\`), ` +
-        `\`attempts\` = \`attempts\` - ? WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+        `\`attempts\` = \`attempts\` - ? WHERE \`id\` IN (${ids.map(() => '?').join(', ')}) AND ${HELD}`,
       params: [uncount ? 1 : 0, uncount ? 1 : 0, ...ids, token],
     };
   }
@@ -220,7 +225,7 @@ export class MysqlDialect implements OutboxDialect {
   async renew(executor: SqlExecutor, table: OutboxTable, a: { ids: string[]; token: string; leaseMs: number }) {
     const list = a.ids.map(() => '?').join(', ');
     const { affected } = await executor.run({
-      sql: `UPDATE ${byId(table)} SET \`available_at\` = ${NOW_PLUS} WHERE \`id\` IN (${list}) AND ${LIVE_LEASE}`,
+      sql: `UPDATE ${byId(table)} SET \`available_at\` = ${NOW_PLUS} WHERE \`id\` IN (${list}) AND ${HELD}`,
       params: [a.leaseMs * 1000, ...a.ids, a.token],
     });
     if (affected === a.ids.length) return a.ids;
@@ -228,7 +233,7 @@ export class MysqlDialect implements OutboxDialect {
     // No RETURNING: the renewed rows are read back. A row not renewed can never be this token's again,
     // and one renewed stays its own for a whole lease, so the two statements need no transaction.
     const { rows } = await executor.run({
-      sql: `SELECT \`id\` FROM ${byId(table)} WHERE \`id\` IN (${list}) AND ${LIVE_LEASE}`,
+      sql: `SELECT \`id\` FROM ${byId(table)} WHERE \`id\` IN (${list}) AND ${HELD}`,
       params: [...a.ids, a.token],
     });
     return rows.map((row) => String(row.id));

@@ -14,7 +14,12 @@ import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSq
 const finished = (status: string, o = '') =>
   `${o}"status" = '${finishedStatus(status)}' AND ${o}"processed_at" < now() - $1::bigint * interval '1 millisecond'`;
 
-const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`;
+/**
+ * The claim still holds the event: pending, with its token. Only another claim replaces the token, so
+ * a lease that ran out while nobody claimed the event (the worker waited for a connection, or stalled)
+ * does not void the outcome: the attempt ran once, and recording it is what keeps it from running again.
+ */
+const HELD = `"status" = 'pending' AND "claim_token" = $2`;
 
 const json: AttemptLogSql = {
   object: (e) =>
@@ -147,7 +152,7 @@ export class PostgresDialect implements OutboxDialect {
     return {
       sql:
         `UPDATE ${quoteTable(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = now() ` +
-        `WHERE "id" = ANY($1::uuid[]) AND "status" = 'pending' AND "claim_token" = $2 AND "available_at" > now()`,
+        `WHERE "id" = ANY($1::uuid[]) AND ${HELD}`,
       params: [ids, token],
     };
   }
@@ -167,7 +172,7 @@ export class PostgresDialect implements OutboxDialect {
         `"status" = CASE WHEN $3::boolean THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
         `"available_at" = CASE WHEN $3::boolean THEN "available_at" ELSE now() + $4::bigint * interval '1 millisecond' END, ` +
         `"processed_at" = CASE WHEN $3::boolean THEN now() ELSE NULL END, ` +
-        `"last_error" = $5, "completed_handlers" = $6::jsonb, "attempt_log" = ${failedAttempt} WHERE "id" = $1 AND ${LIVE_LEASE}`,
+        `"last_error" = $5, "completed_handlers" = $6::jsonb, "attempt_log" = ${failedAttempt} WHERE "id" = $1 AND ${HELD}`,
       params: [id, token, u.deadLetter, u.retryDelayMs, u.error, JSON.stringify(u.completedHandlers)],
     };
   }
@@ -186,7 +191,7 @@ export class PostgresDialect implements OutboxDialect {
       sql:
         `UPDATE ${quoteTable(table)} SET "claim_token" = NULL, "available_at" = now(), ` +
         `"attempt_log" = CASE WHEN $3::int = 0 THEN ${released} ELSE "attempt_log" END, ` +
-        `"attempts" = "attempts" - $3::int WHERE "id" = ANY($1::uuid[]) AND ${LIVE_LEASE}`,
+        `"attempts" = "attempts" - $3::int WHERE "id" = ANY($1::uuid[]) AND ${HELD}`,
       params: [ids, token, uncount ? 1 : 0],
     };
   }
@@ -214,7 +219,7 @@ export class PostgresDialect implements OutboxDialect {
     const { rows } = await executor.run({
       sql:
         `UPDATE ${quoteTable(table)} SET "available_at" = now() + $3::bigint * interval '1 millisecond' ` +
-        `WHERE "id" = ANY($1::uuid[]) AND ${LIVE_LEASE} RETURNING "id"`,
+        `WHERE "id" = ANY($1::uuid[]) AND ${HELD} RETURNING "id"`,
       params: [a.ids, a.token, a.leaseMs],
     });
     return rows.map((row) => String(row.id));

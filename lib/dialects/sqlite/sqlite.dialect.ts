@@ -10,7 +10,12 @@ import type { OutboxTable } from '../shared/outbox-table';
 import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
 
 const NOW_PLUS = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)`;
-const LIVE_LEASE = `"status" = 'pending' AND "claim_token" = ? AND "available_at" > ${NOW}`;
+/**
+ * The claim still holds the event: pending, with its token. Only another claim replaces the token, so
+ * a lease that ran out while nobody claimed the event (the worker waited for a connection, or stalled)
+ * does not void the outcome: the attempt ran once, and recording it is what keeps it from running again.
+ */
+const HELD = `"status" = 'pending' AND "claim_token" = ?`;
 
 const json: AttemptLogSql = {
   object: (e) =>
@@ -161,7 +166,7 @@ export class SqliteDialect implements OutboxDialect {
     return {
       sql:
         `UPDATE ${quoteTable(table)} SET "status" = 'delivered', "claim_token" = NULL, "processed_at" = ${NOW} ` +
-        `WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+        `WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${HELD}`,
       params: [...ids, token],
     };
   }
@@ -182,7 +187,7 @@ export class SqliteDialect implements OutboxDialect {
         `"status" = CASE WHEN ? THEN 'dead' ELSE 'pending' END, "claim_token" = NULL, ` +
         `"available_at" = CASE WHEN ? THEN "available_at" ELSE ${NOW_PLUS} END, ` +
         `"processed_at" = CASE WHEN ? THEN ${NOW} ELSE NULL END, ` +
-        `"last_error" = ?, "completed_handlers" = ?, "attempt_log" = ${failedAttempt} WHERE "id" = ? AND ${LIVE_LEASE}`,
+        `"last_error" = ?, "completed_handlers" = ?, "attempt_log" = ${failedAttempt} WHERE "id" = ? AND ${HELD}`,
       params: [
         dead,
         dead,
@@ -211,7 +216,7 @@ export class SqliteDialect implements OutboxDialect {
           error: 'NULL',
           round: '"redrive_count"',
         })} ELSE "attempt_log" END, ` +
-        `"attempts" = "attempts" - ? WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}`,
+        `"attempts" = "attempts" - ? WHERE "id" IN (${ids.map(() => '?').join(', ')}) AND ${HELD}`,
       params: [uncount ? 1 : 0, uncount ? 1 : 0, ...ids, token],
     };
   }
@@ -237,7 +242,7 @@ export class SqliteDialect implements OutboxDialect {
     const { rows, affected } = await executor.run({
       sql: `WITH clock AS (SELECT ${NOW_PLUS} AS "lease_end")
         UPDATE ${quoteTable(table)} SET "available_at" = (SELECT "lease_end" FROM clock)
-        WHERE "id" IN (${a.ids.map(() => '?').join(', ')}) AND ${LIVE_LEASE}
+        WHERE "id" IN (${a.ids.map(() => '?').join(', ')}) AND ${HELD}
         RETURNING "id"`,
       params: [sqliteOffset(a.leaseMs), ...a.ids, a.token],
     });

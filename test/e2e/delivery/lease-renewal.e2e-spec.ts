@@ -10,7 +10,7 @@ import {
 } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends, type BackendName } from '../../fixtures/backends';
+import { backends, type BackendName, isSqlite } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp, type TestAppOptions } from '../../fixtures/test-app';
 
@@ -83,6 +83,21 @@ class MediumHandlers {
   }
 }
 
+@Injectable()
+class StarvedHandlers {
+  readonly attempts: number[] = [];
+  readonly returned = deferred<void>();
+  /** What the handler does before it succeeds. */
+  whileRunning: () => Promise<void> = async () => undefined;
+
+  @OutboxHandler('starved')
+  async starved(m: OutboxMessage) {
+    this.attempts.push(m.attempt);
+    await this.whileRunning();
+    this.returned.resolve();
+  }
+}
+
 describe.each(backends())('lease renewal on %s', (backend) => {
   let app: TestApp;
   let work: Work;
@@ -90,7 +105,11 @@ describe.each(backends())('lease renewal on %s', (backend) => {
   let store: OutboxStore;
   let statements: Array<{ sql: string; params: unknown[]; at: number }>;
 
-  async function start(worker: NonNullable<TestAppOptions['outbox']>['worker'] = {}, handlers: Type<unknown> = LongHandlers) {
+  async function start(
+    worker: NonNullable<TestAppOptions['outbox']>['worker'] = {},
+    handlers: Type<unknown> = LongHandlers,
+    extraTypeOrm?: TestAppOptions['extraTypeOrm'],
+  ) {
     statements = [];
     const typeormLogger: TypeOrmLogger = {
       logQuery: (sql, params) => void statements.push({ sql, params: params ?? [], at: Date.now() }),
@@ -105,6 +124,7 @@ describe.each(backends())('lease renewal on %s', (backend) => {
       providers: [Work, handlers, Recorder],
       outbox: { worker: { leaseMs: LEASE_MS, ...worker }, retry: { maxAttempts: 3, initialDelayMs: 0, maxDelayMs: 0 } },
       typeormLogger,
+      extraTypeOrm,
     });
     work = app.module.get(Work);
     recorder = app.module.get(Recorder);
@@ -191,27 +211,58 @@ describe.each(backends())('lease renewal on %s', (backend) => {
     expect(recorder.only('retry.scheduled')).toEqual([]);
   });
 
-  it('aborts a handler whose lease expired while nothing renewed it, and leaves the expired row to the next claim', async () => {
+  it('renews a lease that ran out while nothing renewed it, as long as no other claim took the event: delivered once, attempt 1', async () => {
     await start({ concurrency: 1 });
     const [{ id }] = await publishMany('long', 1);
     const draining = app.worker.drain();
     await work.firstStarted.promise;
     // As if the worker or the database had stalled past the lease: it has run out by the database clock.
     await app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${NOW_PLUS[backend](-60)} WHERE "id" = ?`, [id]);
-    const leftByTheTest = await row(id);
+    expect(await row(id)).toMatchObject({ status: 'pending', attempts: 1 });
 
-    expect(await work.firstAborted.promise).toMatchObject({ name: 'OutboxLeaseLostError' });
-    const result = await draining;
-    expect(result).toMatchObject({ delivered: 1, lostLeases: 1, failed: 0 });
-    // The drain claimed it again (its lease was over) and delivered it with attempt 2.
-    expect(work.started.map((m) => [m.id, m.attempt])).toEqual([
-      [id, 1],
-      [id, 2],
-    ]);
-    expect(leftByTheTest).toMatchObject({ status: 'pending', attempts: 1 });
-    expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 2 });
-    expect((await row(id)).note).toMatch(/^attempt 1 of 3 did not finish before its lease expired/);
-    expect(recorder.only('lease.lost')).toMatchObject([{ ids: [id], count: 1, what: 'renew' }]);
+    expect(await draining).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+    expect(work.started.map((m) => [m.id, m.attempt])).toEqual([[id, 1]]);
+    expect(work.aborted.size).toBe(0);
+    expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, expired_attempts: 0, note: null });
+    expect(recorder.only('lease.lost')).toEqual([]);
+  });
+
+  // RELIABILITY 33: the app's own transactions hold every connection (SQLite: its one connection) past the lease.
+  it('records the success of a handler whose renewal and acknowledgement waited past the lease for a connection: it runs once', async () => {
+    const held = deferred<void>();
+    let holding = 0;
+    await start({ concurrency: 1 }, StarvedHandlers, { poolSize: 3 });
+    const starved = app.module.get(StarvedHandlers);
+    starved.whileRunning = async () => {
+      // Every connection of the pool (one on SQLite) is in a transaction of the app's until `held` resolves.
+      const transactions = isSqlite(backend) ? 1 : 3;
+      for (let i = 0; i < transactions; i++) {
+        void app.txHost.withTransaction(async () => {
+          await app.txHost.tx.query('SELECT 1');
+          holding++;
+          await held.promise;
+        });
+      }
+      await eventually(() => holding === transactions, 10_000, 'the app holding every connection');
+    };
+    const [{ id }] = await publishMany('starved', 1);
+    const draining = app.worker.drain();
+    await starved.returned.promise;
+    // The handler has succeeded; its acknowledgement and the renewal wait for a connection until the
+    // lease has run out by the database clock.
+    await eventually(
+      async () => (await app.raw.query(`SELECT "id" FROM "${app.table}" WHERE "id" = ? AND "available_at" < ${NOW_PLUS[backend](0)}`, [id])).length === 1,
+      10_000,
+      'the lease to run out',
+    );
+    held.resolve();
+
+    expect(await draining).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+    expect(starved.attempts).toEqual([1]);
+    expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, expired_attempts: 0 });
+    expect(await app.worker.drain()).toMatchObject({ delivered: 0 });
+    expect(starved.attempts).toEqual([1]);
+    expect(recorder.only('lease.lost')).toEqual([]);
   });
 
   it('with renewLease off: no renewal, and an event the lease cannot cover is given back unstarted', async () => {

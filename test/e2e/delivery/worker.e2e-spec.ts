@@ -5,7 +5,7 @@ import type { Logger as TypeOrmLogger } from 'typeorm';
 import { OutboxHandler, OutboxNonRetryableError, OutboxRetryLaterError, type OutboxMessage } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends, rawDb, type RawDb } from '../../fixtures/backends';
+import { backends, type BackendName, rawDb, type RawDb } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp, type TestAppOptions } from '../../fixtures/test-app';
 
@@ -180,6 +180,14 @@ class Handlers {
     if (this.b.sabotageThenThrow) throw new Error('handler failed too');
   }
 }
+
+/** A time long past, as each backend stores times. */
+const PAST: Record<BackendName, string> = {
+  postgres: "'2020-01-01T00:00:00Z'",
+  mariadb: "'2020-01-01 00:00:00'",
+  sqlite3: "'2020-01-01T00:00:00.000Z'",
+  'better-sqlite3': "'2020-01-01T00:00:00.000Z'",
+};
 
 describe.each(backends())('worker on %s', (backend) => {
   let app: TestApp;
@@ -447,32 +455,61 @@ describe.each(backends())('worker on %s', (backend) => {
     expect(app.logger.matching(/: attempt 1 did not finish before its lease expired; running attempt 2 alone$/)).toHaveLength(3);
   });
 
-  describe('a lease lost while the process stalled', () => {
-    it('counts a rejected acknowledgement as a lost lease; the next claim delivers the event', async () => {
+  describe('a lease that ran out while the process stalled', () => {
+    // RELIABILITY 33: a lease's expiry makes the event claimable; only another claim voids the outcome.
+    it('still records the outcome when no other claim took the event: delivered once, attempt 1', async () => {
       await start({ worker: { leaseMs: 1000 } });
       b.stallMs = 1500;
       const { id } = await publish('stalls');
+      expect(await app.worker.drain()).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+      expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, expired_attempts: 0, note: null });
+      expect(app.logger.matching(/rejected/)).toEqual([]);
+    });
+
+    /**
+     * The handler's first call makes its event another claim's, as a worker that found the lease expired
+     * does, and (with `thenThrow`) fails; later calls succeed.
+     */
+    const takenMeanwhile = (thenThrow: boolean) => {
+      let calls = 0;
+      const expire = (id: string) => app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${PAST[backend]} WHERE "id" = ?`, [id]);
+      b.sabotage = async () => {
+        calls++;
+        b.sabotageThenThrow = thenThrow && calls === 1;
+        if (calls > 1) return;
+        const [{ id }] = await app.raw.query<{ id: string }>(`SELECT "id" FROM "${app.table}" WHERE "topic" = 'sabotage'`);
+        await expire(id);
+        const other = await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 5 });
+        expect(other.events.map((e) => e.id)).toEqual([id]);
+        // ...and then died: its lease is over at once, so the drain takes the event again.
+        await expire(id);
+      };
+    };
+
+    it('counts a rejected acknowledgement as a lost lease when another claim took the event; the next claim delivers it', async () => {
+      await start({ worker: { leaseMs: 1000 }, retry: { maxAttempts: 5, initialDelayMs: 0, maxDelayMs: 0 } });
+      takenMeanwhile(false);
+      const { id } = await publish('sabotage');
       expect(await app.worker.drain()).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 1 });
-      expect(app.logger.matching(/^Outbox acknowledgement of 1 of 1 event\(s\) rejected: their lease expired/)).toHaveLength(1);
-      expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 2 });
+      expect(app.logger.matching(/^Outbox acknowledgement of 1 of 1 event\(s\) rejected: their lease expired and another claim took/)).toHaveLength(1);
+      expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 3 });
     });
 
     it('counts a rejected failure as a lost lease and records none of it', async () => {
-      await start({ worker: { leaseMs: 1000 } });
-      b.stallMs = 1500;
-      b.throwAfterStall = true;
-      const { id } = await publish('stalls');
+      await start({ worker: { leaseMs: 1000 }, retry: { maxAttempts: 5, initialDelayMs: 0, maxDelayMs: 0 } });
+      takenMeanwhile(true);
+      const { id } = await publish('sabotage');
       expect(await app.worker.drain()).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 1 });
-      expect(app.logger.matching(new RegExp(`^Outbox failure of event ${id} rejected: its lease expired`))).toHaveLength(1);
+      expect(app.logger.matching(new RegExp(`^Outbox failure of event ${id} rejected: its lease expired and another claim took it`))).toHaveLength(1);
       const stored = await row(id);
-      expect(stored).toMatchObject({ status: 'delivered', attempts: 2 });
-      // The rejected failure wrote nothing: no error, only the claim's note of the expired attempt 1.
+      expect(stored).toMatchObject({ status: 'delivered', attempts: 3 });
+      // The rejected failure wrote nothing: no error, only the claims' notes of the expired attempts.
       expect(stored.last_error).toBeNull();
-      expect(stored.note).toMatch(/^attempt 1 of \d+ did not finish before its lease expired/);
+      expect(stored.note).toMatch(/did not finish before its lease expired/);
     });
   });
 
-  it('counts the suspects it could not give back as lost leases, when the lease ran out first', async () => {
+  it('counts the suspects it could not give back as lost leases, when another claim took them while the process stalled', async () => {
     // Without renewal: with it, a renewal may find the third one's lease lost before its start is refused.
     await start({ worker: { leaseMs: 1000, concurrency: 10, renewLease: false }, retry: { maxAttempts: 10, initialDelayMs: 0, maxDelayMs: 0 } });
     const cut = await app.txHost.withTransaction(() =>
@@ -482,13 +519,18 @@ describe.each(backends())('worker on %s', (backend) => {
     await store.claim({ batchSize: 10, leaseMs: 100, maxAttempts: 10 });
     await eventually(async () => (await app.outbox.counts()).inFlight === 0, 10_000, 'lease expiry');
     // The process stalls right after the next claim, past that claim's lease, before it gives the two
-    // suspects back: the release is rejected, and so is the start of the third (its lease is gone too).
+    // suspects back, and meanwhile another worker claims all three (and dies too): the release is
+    // rejected, and so is the start of the third (its lease is gone too).
     const releaseMany = store.releaseMany.bind(store);
     let stalled = false;
     jest.spyOn(store, 'releaseMany').mockImplementation(async (ids, token, uncount) => {
       if (!stalled) {
         stalled = true;
         stall(1100);
+        const expireAll = () => app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${PAST[backend]} WHERE "status" = 'pending'`);
+        await expireAll();
+        expect((await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 10 })).events).toHaveLength(3);
+        await expireAll();
       }
       return releaseMany(ids, token, uncount);
     });

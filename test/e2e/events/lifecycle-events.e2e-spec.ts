@@ -188,21 +188,27 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     expect((await outboxRows(app)).map((r) => r.status)).toEqual(['dead', 'dead', 'dead']);
   });
 
-  it('a lease lost while the handler ran: lease.lost on the acknowledgement, then the claim dead-letters the spent event', async () => {
-    await start({ retry: { maxAttempts: 1 } });
+  it('a lease lost while the handler ran: another claim took the event, lease.lost on the acknowledgement; then the claim dead-letters the spent event', async () => {
+    await start({ retry: { maxAttempts: 2 } });
     const { id } = await publish('slow');
     const draining = app.worker.drain();
     await handlers.slowEntered.promise;
-    await app.raw.query(
-      `UPDATE "${app.table}" SET "available_at" = ${MINUTE_AGO[backend]} WHERE "status" = 'pending' AND "claim_token" IS NOT NULL`,
-    );
+    const expire = () =>
+      app.raw.query(
+        `UPDATE "${app.table}" SET "available_at" = ${MINUTE_AGO[backend]} WHERE "status" = 'pending' AND "claim_token" IS NOT NULL`,
+      );
+    // The lease runs out, another worker claims the event (its last attempt) and dies at once.
+    await expire();
+    const other = await app.module.get<OutboxStore>(OUTBOX_STORE).claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 2 });
+    expect(other.events.map((e) => e.id)).toEqual([id]);
+    await expire();
     handlers.slowGate.resolve();
     const result = await draining;
     expect(result).toMatchObject({ delivered: 0, lostLeases: 1, deadLettered: 1 });
 
     expect(recorder.trail(id)).toEqual(['published', 'claimed', 'handler.succeeded', 'lease.lost', 'dead-lettered']);
     expect(recorder.about(id)[3]).toEqual({ type: 'lease.lost', at: expect.any(Date), ids: [id], count: 1, what: 'acknowledge' });
-    expect(recorder.about(id)[4]).toMatchObject({ type: 'dead-lettered', reason: 'attempts-exhausted-at-claim', attempt: 1 });
+    expect(recorder.about(id)[4]).toMatchObject({ type: 'dead-lettered', reason: 'attempts-exhausted-at-claim', attempt: 2 });
   });
 
   it('a graceful shutdown: the unstarted events are released, uncounted, why shutdown; worker.started and worker.stopped', async () => {
