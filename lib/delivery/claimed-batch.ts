@@ -8,7 +8,7 @@ import { leaseMarginMs } from '../utils/lease-margin';
 import { AckBuffer } from './ack-buffer';
 import type { DeliveryState } from './delivery-state';
 import type { OutboxDrainResult } from './drain-result';
-import { deadLetterReason, decideFailure, MAX_ERROR_LENGTH, undecodableError } from './failure-policy';
+import { deadLetterReason, decideFailure, storableError, undecodableError } from './failure-policy';
 import type { FencedWrites } from './fenced-writes';
 import type { HandlerInvoker, HandlerOutcome } from './handler-invoker';
 import { LazyAbort } from './lazy-abort';
@@ -82,7 +82,7 @@ export class ClaimedBatch {
       const recorded = await this.ctx.writes.record('failure', row.id, () =>
         this.ctx.store.fail(row.id, this.token, {
           deadLetter: true,
-          error: error.slice(0, MAX_ERROR_LENGTH),
+          error: storableError(error),
           completedHandlers: [],
           retryDelayMs: 0,
         }),
@@ -226,7 +226,7 @@ export class ClaimedBatch {
     const retryDelayMs = testing ? 0 : decision.retryDelayMs;
     const recorded = await this.ctx.writes.record('failure', event.id, () =>
       this.ctx.store.fail(event.id, this.token, {
-        error: errorText.slice(0, MAX_ERROR_LENGTH),
+        error: storableError(errorText),
         completedHandlers: decision.completedHandlers,
         deadLetter,
         retryDelayMs,

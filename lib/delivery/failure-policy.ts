@@ -9,6 +9,24 @@ import type { HandlerOutcome } from './handler-invoker';
 /** The longest error text stored on an event. */
 export const MAX_ERROR_LENGTH = 4000;
 
+// eslint-disable-next-line no-control-regex
+const NUL = /\u0000/g;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * An error text as every database stores it: PostgreSQL's text refuses NUL (the whole failure write
+ * failed, and the event waited out its lease instead of its backoff) and SQLite ends the text there,
+ * so NUL is written as the escape a JSON parser quotes it with; a lone surrogate, which is no Unicode,
+ * becomes U+FFFD; and the text is cut to `MAX_ERROR_LENGTH` at a code point, never inside a pair.
+ */
+export function storableError(text: string): string {
+  // Megabytes of text cost only what is kept.
+  const clean = text.slice(0, MAX_ERROR_LENGTH + 1).replace(NUL, '\\u0000').replace(LONE_SURROGATE, '\ufffd');
+  if (clean.length <= MAX_ERROR_LENGTH) return clean;
+  const cut = clean.slice(0, MAX_ERROR_LENGTH);
+  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
 /** What to record for an event some of whose targets failed (or that had none). */
 export interface FailureDecision {
   /** The text stored in `last_error`, not yet cut to `MAX_ERROR_LENGTH`. */

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { OutboxHandler, type OutboxMessage } from '../../../lib';
+import { OutboxHandler, OutboxOperations, type OutboxMessage } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, type BackendName, rawDb, type RawDb } from '../../fixtures/backends';
@@ -14,6 +14,15 @@ class Upstream {
   async handle(m: OutboxMessage) {
     this.calls.push(m);
     throw new Error('upstream answered 503');
+  }
+}
+
+/** Throws what a JSON.parse of gzip bytes does, a lone surrogate and a megabyte of text. */
+@Injectable()
+class Garbled {
+  @OutboxHandler('garbled')
+  async handle() {
+    throw new Error(`Unexpected token '\u0000', "\u001f\u008b\b\u0000" is not valid JSON; cut \ud83d; ${'x'.repeat(1_000_000)}`);
   }
 }
 
@@ -52,7 +61,7 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
       backend,
       table: from?.table,
       sqlitePath: from?.sqlitePath,
-      providers: [Upstream],
+      providers: [Upstream, Garbled],
       outbox: { retry: { maxAttempts, initialDelayMs: retryDelayMs, maxDelayMs: retryDelayMs } },
     });
     if (from) await from.close();
@@ -76,6 +85,22 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
   });
 
   // RELIABILITY case 30: the dead letter keeps the real error of the last attempt.
+  // RELIABILITY case 34: PostgreSQL refused the NUL, so the failure was never written and the event waited out its lease.
+  it('records an error text with NUL, a lone surrogate and a megabyte of text: cleaned, bounded, with its backoff', async () => {
+    const app = await start(3, undefined, 60_000);
+    const { id } = await app.txHost.withTransaction(() => app.outbox.publish('garbled', {}));
+    expect(await app.worker.drain()).toMatchObject({ failed: 1, lostLeases: 0 });
+    const [row] = await outboxRows(app);
+    expect(row).toMatchObject({ id, status: 'pending', attempts: 1, claim_token: null, expired_attempts: 0 });
+    const error = String(row.last_error);
+    expect(error.startsWith(`Garbled.handle: Error: Unexpected token '\\u0000', "\u001f\u008b\b\\u0000" is not valid JSON; cut \ufffd; xxx`)).toBe(true);
+    expect(error).toHaveLength(4000);
+    // Retried after its backoff, not after a lease: the failure was written.
+    expect(instant(row.available_at) - instant(row.created_at)).toBeGreaterThan(1000);
+    const history = (await app.module.get(OutboxOperations).get(id))!.history;
+    expect(history.map((h) => [h.outcome, h.error?.slice(0, 40)])).toEqual([['failed', error.slice(0, 40)]]);
+  });
+
   it('dead-letters at claim an event whose attempts a lowered maxAttempts used up, keeping its real error', async () => {
     const first = await start(5, undefined, 60_000);
     const { id } = await first.txHost.withTransaction(() => first.outbox.publish('sync', {}));
