@@ -107,12 +107,27 @@ export class OutboxStore implements OnModuleInit {
 
   /**
    * Checks the server and the table once the application initialises, before the worker starts: too
-   * old a server, a missing table or one a migration has not reached yet stop the start-up, and the
-   * application closes what it opened (the DataSource's pool with it).
+   * old a server, a missing table or one a migration has not reached yet stop the start-up, and what
+   * the start-up opened is closed (the DataSource's pool with it).
    */
   async onModuleInit(): Promise<void> {
-    await this.dialect.verifyServer(this.executor);
-    await verifyOutboxTable(this.executor, this.dialect, this.table, this.tableName);
+    try {
+      await this.dialect.verifyServer(this.executor);
+      await verifyOutboxTable(this.executor, this.dialect, this.table, this.tableName);
+    } catch (error) {
+      await this.closeRefused();
+      throw error;
+    }
+  }
+
+  /**
+   * After a refused start-up Nest runs no shutdown hook, and `createApplicationContext()` returns no
+   * application to close: the pool (and a wake-up channel's connection) would keep the process alive
+   * — for ever on MySQL/MariaDB. Nothing can use them any more, so they are closed here.
+   */
+  private async closeRefused(): Promise<void> {
+    await this.wakeUp?.close().catch(() => undefined);
+    if (this.dataSource.isInitialized) await this.dataSource.destroy().catch(() => undefined);
   }
 
   private runIn(manager: EntityManager, statement: Statement): Promise<StatementResult> {

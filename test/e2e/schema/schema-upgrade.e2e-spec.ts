@@ -5,7 +5,9 @@ import {
   createOutboxMigrations,
   OutboxHandler,
   OutboxOperations,
+  OutboxModule,
   OutboxSchemaOutdatedError,
+  OutboxTableMissingError,
   OutboxValidationError,
   type OutboxMessage,
 } from '../../../lib';
@@ -15,7 +17,9 @@ import { LEASE_EXPIRED } from '../../../lib/dialects/shared/dialect.util';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
 import { backends, type BackendName, isSqlite, rawDb, type RawDb, removeSqliteFile, sql, sqliteFile, uniqueName } from '../../fixtures/backends';
-import { createTestApp, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
+import { Test } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { clsImports, createTestApp, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Sink {
@@ -277,6 +281,24 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(await operations.get(ids.dead)).toMatchObject({ state: 'dead', attempts: 10 });
     expect(await operations.redrive({ ids: [ids.dead] })).toMatchObject({ changed: 1 });
     expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
+  });
+
+  // RELIABILITY case 36: with no app returned (createApplicationContext) nothing could close the pool.
+  it('closes the DataSource when it refuses to start, so a script that catches the error can exit', async () => {
+    const module = await Test.createTestingModule({
+      imports: [
+        TypeOrmModule.forRoot({ ...typeOrmOptions(backend, table, sqlitePath), migrations: [] }),
+        ...clsImports(),
+        OutboxModule.forRoot({ tableName: table, worker: { enabled: true } }),
+      ],
+      providers: [Sink],
+    })
+      .setLogger(false as never)
+      .compile();
+    const dataSource = module.get<DataSource>(getDataSourceToken());
+    expect(dataSource.isInitialized).toBe(true);
+    await expect(module.init()).rejects.toThrow(OutboxTableMissingError);
+    expect(dataSource.isInitialized).toBe(false);
   });
 
   it('takes a version-5 table to exact keys on MySQL/MariaDB (refused until then, and a padded key never reported stored)', async () => {
