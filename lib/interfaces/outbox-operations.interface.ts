@@ -16,7 +16,7 @@ export interface OutboxEventFilter {
   /** One id or up to 1000. */
   id?: string | string[];
   dedupeKey?: string;
-  /** Text in the last error or the outbox's note, ignoring case. */
+  /** Text in the last error or the outbox's note (1–255 characters), ignoring the case of A–Z. */
   errorContains?: string;
   createdAfter?: Date;
   createdBefore?: Date;

@@ -28,6 +28,11 @@ const FILTER_KEYS = [
 ];
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PRINTABLE = /^[\x20-\x7e]{1,255}$/;
+/** The longest text a filter compares with. */
+const MAX_TEXT = 255;
+/** The times all three databases store: PostgreSQL refuses the statement beyond them, the others match nothing. */
+const EARLIEST = Date.parse('0001-01-01T00:00:00.000Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
 const FINGERPRINT = /^[0-9a-f]{16}$/;
 
 /** A filter checked and normalised: what the statement builder turns into conditions. */
@@ -63,10 +68,37 @@ function text(field: string, value: unknown): string | undefined {
   return value;
 }
 
+/**
+ * Error texts are in any language, so any text is searched for, except what PostgreSQL cannot store or
+ * compare: NUL, and half of a surrogate pair (no character at all; drivers send U+FFFD in its place).
+ */
+function searchText(field: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || [...value].length > MAX_TEXT) {
+    throw new OutboxValidationError(field, `expected text of 1 to ${MAX_TEXT} characters, got ${quoteValue(value)}`);
+  }
+  const unstorable = value.includes('\0')
+    ? 'a NUL character (U+0000)'
+    : /\p{Cs}/u.test(value)
+      ? 'a lone UTF-16 surrogate (half of a character)'
+      : undefined;
+  if (unstorable) {
+    throw new OutboxValidationError(field, `it contains ${unstorable}, which PostgreSQL cannot store or compare: remove it`);
+  }
+  return value;
+}
+
 function time(field: string, value: unknown): Date | undefined {
   if (value === undefined) return undefined;
   if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
     throw new OutboxValidationError(field, `expected a valid Date, got ${quoteValue(value)}`);
+  }
+  if (value.getTime() < EARLIEST || value.getTime() > LATEST) {
+    throw new OutboxValidationError(
+      field,
+      `expected a Date from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z (what every supported database stores), ` +
+        `got ${value.toISOString()}`,
+    );
   }
   return value;
 }
@@ -121,7 +153,7 @@ export function validateFilter(value: unknown, field = 'filter'): EventQuery {
     key: text(`${field}.key`, f.key),
     ids: f.id === undefined ? undefined : validateIds(`${field}.id`, f.id),
     dedupeKey: text(`${field}.dedupeKey`, f.dedupeKey),
-    errorContains: text(`${field}.errorContains`, f.errorContains),
+    errorContains: searchText(`${field}.errorContains`, f.errorContains),
     createdAfter: time(`${field}.createdAfter`, f.createdAfter),
     createdBefore: time(`${field}.createdBefore`, f.createdBefore),
     processedAfter: time(`${field}.processedAfter`, f.processedAfter),
