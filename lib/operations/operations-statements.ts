@@ -82,10 +82,12 @@ export class OperationsStatements {
     if (q.dedupeKey !== undefined) where.push(`${this.c('dedupe_key')} = ${b.bind(q.dedupeKey)}`);
     if (q.ids) where.push(this.idIn(b, q.ids));
     if (q.errorContains !== undefined) {
-      const like = `%${escapeLike(q.errorContains.toLowerCase())}%`;
+      // Both sides folded by the database's LOWER: SQLite's folds only A to Z, so a needle folded here
+      // ('ärger') would miss the very text it was copied from ('Ärger').
+      const like = `%${escapeLike(q.errorContains)}%`;
       where.push(
-        `(LOWER(COALESCE(${this.c('last_error')}, '')) LIKE ${b.bind(like)} ESCAPE '${ESCAPE}' ` +
-          `OR LOWER(COALESCE(${this.c('note')}, '')) LIKE ${b.bind(like)} ESCAPE '${ESCAPE}')`,
+        `(LOWER(COALESCE(${this.c('last_error')}, '')) LIKE LOWER(${b.bind(like)}) ESCAPE '${ESCAPE}' ` +
+          `OR LOWER(COALESCE(${this.c('note')}, '')) LIKE LOWER(${b.bind(like)}) ESCAPE '${ESCAPE}')`,
       );
     }
     if (q.createdAfter) where.push(`${this.c('created_at')} >= ${time(b.bind, q.createdAfter)}`);
@@ -111,13 +113,28 @@ export class OperationsStatements {
     );
   }
 
-  /** The id and state of each listed event; with `lock`, locked until the transaction ends (where the database locks rows). */
-  lockStates(ids: string[], lock: boolean): Statement {
+  /**
+   * Locks the listed events until the transaction ends, in id order: two transactions locking the same
+   * events queue instead of deadlocking, and MariaDB reads them through the primary key (unordered, it may
+   * scan another index of a small table, and wait for rows outside the list). Undefined where the
+   * database has one writer and no row locks.
+   */
+  lock(ids: string[]): Statement | undefined {
+    if (!this.f.forUpdate) return undefined;
     const b = new StatementBuilder(this.f);
     return b.statement(
-      `SELECT ${this.c('id')}, ${this.state()} AS ${this.c('op_state')} FROM ${this.t} WHERE ${this.idIn(b, ids)}` +
-        (lock ? this.f.forUpdate : ''),
+      `SELECT ${this.c('id')} FROM ${this.t} WHERE ${this.idIn(b, ids)} ORDER BY ${this.c('id')}${this.f.forUpdate}`,
     );
+  }
+
+  /**
+   * The id and state of each listed event. Read after `lock`, in a statement of its own: a locking read
+   * sees the rows as they are once its wait ends, but by the clock at its start, before the wait, when an
+   * event another transaction made due meanwhile was still scheduled.
+   */
+  states(ids: string[]): Statement {
+    const b = new StatementBuilder(this.f);
+    return b.statement(`SELECT ${this.c('id')}, ${this.state()} AS ${this.c('op_state')} FROM ${this.t} WHERE ${this.idIn(b, ids)}`);
   }
 
   idColumn(): string {
@@ -156,12 +173,16 @@ export class OperationsStatements {
     return b.statement(`DELETE FROM ${this.t} WHERE ${this.idIn(b, ids)} AND ${this.c('status')} = 'dead'`);
   }
 
-  /** Scheduled events (delayed or backing off) due now, if nobody claimed them meanwhile. */
+  /**
+   * Scheduled events (delayed or backing off) due now, if still pending and unclaimed. Not their time
+   * again: they were read as scheduled under their locks, and the clock that moved since can only have
+   * made one due, which this makes it anyway; checking it again would leave unchanged an event counted.
+   */
   deliverNow(ids: string[]): Statement {
     const b = new StatementBuilder(this.f);
     return b.statement(
       `UPDATE ${this.t} SET ${this.c('available_at')} = ${this.f.now} ` +
-        `WHERE ${this.idIn(b, ids)} AND ${this.stateCondition('scheduled')}`,
+        `WHERE ${this.idIn(b, ids)} AND ${this.c('status')} = 'pending' AND ${this.c('claim_token')} IS NULL`,
     );
   }
 

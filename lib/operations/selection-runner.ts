@@ -1,6 +1,6 @@
 import type { Statement } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxValidationError } from '../errors/outbox.errors';
-import type { OutboxEventState, OutboxOperationResult } from '../interfaces/outbox-operations.interface';
+import type { OutboxEventState, OutboxOperationResult, OutboxSkippedEvent } from '../interfaces/outbox-operations.interface';
 import type { OutboxStore } from '../store/outbox.store';
 import { topicMatches } from '../utils/topic';
 import { errorFingerprint, errorSignature } from './error-fingerprint';
@@ -12,12 +12,18 @@ const CHUNK = 500;
 /** Rows read per page when a selection is scanned. */
 const SCAN_PAGE = 1000;
 
-/** A change of one state: only events in `from` are changed, each checked again under its row lock. */
+/**
+ * A change of one state, applied to events read in `from` under their row locks; `change` checks again
+ * what a lock holds still (the status, the claim), never the clock, which moved since the read.
+ */
 export interface StateChange {
   name: string;
   from: OutboxEventState;
   change(ids: string[]): Statement;
 }
+
+/** What one chunk's committed transaction (or dry run) found and changed. */
+type ChunkOutcome = Omit<OutboxOperationResult, 'dryRun'>;
 
 /** The error text a dead letter is grouped by. */
 export function failureText(row: Record<string, unknown>): string {
@@ -34,7 +40,7 @@ export function onlyState(query: EventQuery, state: OutboxEventState, what: stri
 
 /**
  * Applies a state change to a selection: ids chunk by chunk, each chunk in one short transaction that
- * locks its rows, reads their state and changes only those still in the state the operation changes
+ * locks its rows, then reads their state and changes only those in the state the operation changes
  * (a compare-and-set, so a claim, another operator or retention racing it never ends with two owners).
  */
 export class SelectionRunner {
@@ -46,31 +52,49 @@ export class SelectionRunner {
   async apply(selection: SelectionQuery, op: StateChange, dryRun: boolean): Promise<OutboxOperationResult> {
     const result: OutboxOperationResult = { dryRun, matched: 0, changed: 0, skipped: [] };
     for await (const ids of this.resolve(selection, op)) {
-      for (let i = 0; i < ids.length; i += CHUNK) await this.applyTo(ids.slice(i, i + CHUNK), op, dryRun, result);
+      for (let i = 0; i < ids.length; i += CHUNK) {
+        // Added once the chunk is done: the executor runs a transaction again after a deadlock or a busy
+        // database, and only the attempt that committed counts.
+        const chunk = await this.applyTo(ids.slice(i, i + CHUNK), op, dryRun);
+        result.matched += chunk.matched;
+        result.changed += chunk.changed;
+        result.skipped.push(...chunk.skipped);
+      }
     }
     return result;
   }
 
-  private async applyTo(ids: string[], op: StateChange, dryRun: boolean, result: OutboxOperationResult): Promise<void> {
-    const settle = (rows: Record<string, unknown>[]) => {
-      const states = new Map(rows.map((row) => [String(row.id), String(row.op_state) as OutboxEventState]));
-      const qualifying: string[] = [];
-      for (const id of ids) {
-        const state = states.get(id);
-        if (state === op.from) qualifying.push(id);
-        else result.skipped.push({ id, reason: state ?? 'not-found' });
-      }
-      result.matched += qualifying.length;
-      return qualifying;
-    };
+  private async applyTo(ids: string[], op: StateChange, dryRun: boolean): Promise<ChunkOutcome> {
     if (dryRun) {
-      settle((await this.store.executor.run(this.sql.lockStates(ids, false))).rows);
-      return;
+      const { qualifying, skipped } = this.settle(ids, op, (await this.store.executor.run(this.sql.states(ids))).rows);
+      return { matched: qualifying.length, changed: 0, skipped };
     }
-    result.changed += await this.store.executor.transaction(async (run) => {
-      const qualifying = settle((await run(this.sql.lockStates(ids, true))).rows);
-      return qualifying.length === 0 ? 0 : (await run(op.change(qualifying))).affected;
+    return this.store.executor.transaction(async (run) => {
+      const lock = this.sql.lock(ids);
+      if (lock) await run(lock);
+      // Read once the rows are locked, by a clock after any wait for them: none of them changes before the
+      // commit, so the change applies to exactly the events read in the state it changes.
+      const { qualifying, skipped } = this.settle(ids, op, (await run(this.sql.states(ids))).rows);
+      const changed = qualifying.length === 0 ? 0 : (await run(op.change(qualifying))).affected;
+      return { matched: qualifying.length, changed, skipped };
     });
+  }
+
+  /** Splits a chunk by the state each event is in: those the operation changes, and the others skipped. */
+  private settle(
+    ids: string[],
+    op: StateChange,
+    rows: Record<string, unknown>[],
+  ): { qualifying: string[]; skipped: OutboxSkippedEvent[] } {
+    const states = new Map(rows.map((row) => [String(row.id), String(row.op_state) as OutboxEventState]));
+    const qualifying: string[] = [];
+    const skipped: OutboxSkippedEvent[] = [];
+    for (const id of ids) {
+      const state = states.get(id);
+      if (state === op.from) qualifying.push(id);
+      else skipped.push({ id, reason: state ?? 'not-found' });
+    }
+    return { qualifying, skipped };
   }
 
   /** The ids of a selection, page by page. */

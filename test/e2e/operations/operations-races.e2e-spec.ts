@@ -1,7 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import fc from 'fast-check';
-import { OutboxHandler, OutboxNonRetryableError, OutboxOperations, type OutboxMessage } from '../../../lib';
-import { backends, type BackendName } from '../../fixtures/backends';
+import {
+  OutboxHandler,
+  OutboxNonRetryableError,
+  OutboxOperations,
+  type OutboxMessage,
+  type OutboxOperationResult,
+} from '../../../lib';
+import { backends, isSqlite, rawDb, type BackendName } from '../../fixtures/backends';
+import { eventually } from '../../fixtures/eventually';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
@@ -23,6 +30,53 @@ function hourAgo(backend: BackendName): string {
 }
 
 const EVENTS = 12;
+const HOUR_MS = 3_600_000;
+
+/**
+ * Two results of one operation on overlapping selections, against the events it applies to: each event
+ * changed by exactly one call, every selected event a call did not change reported by it as skipped
+ * with the state it found (`reason`), and a call's `matched` the events it changed.
+ */
+function expectEachChangedOnce(
+  calls: Array<{ selected: string[]; result: OutboxOperationResult }>,
+  applicable: string[],
+  reason: string,
+): void {
+  for (const { selected, result } of calls) {
+    expect(result.matched).toBe(result.changed);
+    const skipped = result.skipped.map((s) => s.id);
+    expect(new Set(skipped).size).toBe(skipped.length);
+    expect(skipped.every((id) => selected.includes(id))).toBe(true);
+    expect(skipped.length).toBe(selected.length - result.changed);
+    expect(result.skipped.every((s) => s.reason === reason)).toBe(true);
+  }
+  expect(calls.reduce((sum, { result }) => sum + result.changed, 0)).toBe(applicable.length);
+  // Changed by one call, skipped by every other that selected it.
+  for (const id of applicable) {
+    const skippedBy = calls.filter(({ result }) => result.skipped.some((s) => s.id === id)).length;
+    expect(skippedBy).toBe(calls.filter(({ selected }) => selected.includes(id)).length - 1);
+  }
+}
+
+/**
+ * Locking reads of the table under way on other connections: on PostgreSQL, those waiting for a row lock.
+ * MariaDB reports lock waits only through INNODB_TRX, a cache it refreshes only when nobody read it for
+ * 0.1 s (never, polled this often): there, those running.
+ */
+async function lockingReads(app: TestApp): Promise<number> {
+  if (app.backend === 'postgres') {
+    const rows = await app.raw.query<{ n: string }>(
+      `SELECT count(*) AS "n" FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+      [`%"${app.table}"%FOR UPDATE`],
+    );
+    return Number(rows[0].n);
+  }
+  const rows = await app.raw.query<{ n: number }>(
+    `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND = 'Query' AND INFO LIKE ?`,
+    [`%\`${app.table}\`%FOR UPDATE`],
+  );
+  return Number(rows[0].n);
+}
 
 type Command =
   | { kind: 'redrive'; pick: boolean[]; ticks: number }
@@ -123,5 +177,88 @@ describe.each(backends())('operations racing claims and retention on %s', (backe
       }),
       { numRuns: 8 },
     );
+  });
+
+  const scheduled = async (count: number) => {
+    const published = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: count }, (_, n) => ({ topic: 'race', payload: { n }, delayMs: HOUR_MS }))),
+    );
+    return published.map((p) => p.id);
+  };
+
+  /**
+   * Another transaction holding the rows of `ids` locked until `release()`, so that calls started meanwhile
+   * are under way (begun, their clock read) when they get them. None on SQLite: it has no row locks, its
+   * one writer at a time runs the calls one after the other.
+   */
+  const holdRows = async (ids: string[]) => {
+    if (isSqlite(backend)) return undefined;
+    const holder = await rawDb(backend);
+    await holder.query('BEGIN');
+    await holder.query(app.sql(`SELECT "id" FROM "${app.table}" WHERE "id" IN (${ids.map(() => '?').join(', ')}) FOR UPDATE`), ids);
+    return {
+      /** Resolves once `calls` locking reads of the table wait for them. */
+      waitedOnBy: (calls: number) => eventually(async () => (await lockingReads(app)) === calls, 20_000, `${calls} locking read(s)`),
+      release: () => holder.query('COMMIT'),
+      close: () => holder.close(),
+    };
+  };
+
+  const expectAllDue = async (ids: string[]) => {
+    const { items } = await ops.find({ id: ids }, { limit: 500 });
+    expect(items.map((i) => [i.id, i.state]).sort()).toEqual(ids.map((id) => [id, 'due']).sort());
+  };
+
+  it('two deliverNow calls of the same scheduled events at once: each made due by one call, skipped as due by the other', async () => {
+    const ids = await scheduled(50);
+    const held = await holdRows(ids);
+    try {
+      const calls = [ops.deliverNow({ ids }), ops.deliverNow({ ids })];
+      // Awaited below: handled now, so that one failing early is no unhandled rejection.
+      for (const call of calls) call.catch(() => undefined);
+      await held?.waitedOnBy(2);
+      await held?.release();
+      const results = await Promise.all(calls);
+      expectEachChangedOnce(
+        results.map((result) => ({ selected: ids, result })),
+        ids,
+        'due',
+      );
+    } finally {
+      await held?.close();
+    }
+    await expectAllDue(ids);
+  });
+
+  // Arranged with a row lock: SQLite has none (its calls run one after the other, the test above).
+  (isSqlite(backend) ? describe.skip : describe)('with row locks', () => {
+    it('deliverNow that began first and waited for the rows another deliverNow changed: skips them as due', async () => {
+      // The first event is the first row the first call locks (ids grow): held, it keeps that call, begun
+      // and its clock read, waiting before it locks any other row, while the second call runs.
+      const [first, ...shared] = await scheduled(51);
+      const held = (await holdRows([first]))!;
+      try {
+        const firstSelected = [first, ...shared];
+        const firstCall = ops.deliverNow({ ids: firstSelected });
+        firstCall.catch(() => undefined);
+        await held.waitedOnBy(1);
+        const second = await ops.deliverNow({ ids: shared });
+        await held.release();
+        const firstResult = await firstCall;
+        expect(second).toEqual({ dryRun: false, matched: 50, changed: 50, skipped: [] });
+        expect(firstResult).toMatchObject({ matched: 1, changed: 1 });
+        expectEachChangedOnce(
+          [
+            { selected: firstSelected, result: firstResult },
+            { selected: shared, result: second },
+          ],
+          firstSelected,
+          'due',
+        );
+      } finally {
+        await held.close();
+      }
+      await expectAllDue([first, ...shared]);
+    });
   });
 });

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
+import { QueryFailedError } from 'typeorm';
 import {
   OutboxHandler,
   OutboxNonRetryableError,
@@ -8,6 +9,9 @@ import {
   type OutboxEventView,
   type OutboxMessage,
 } from '../../../lib';
+import type { Statement, StatementResult } from '../../../lib/dialects/shared/outbox-dialect.interface';
+import { OUTBOX_STORE } from '../../../lib/outbox.constants';
+import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, isSqlite, type BackendName } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
@@ -41,6 +45,11 @@ class Sink {
   async payment(_m: OutboxMessage) {
     throw new OutboxNonRetryableError('card declined');
   }
+
+  @OutboxHandler('text.doomed')
+  async text(m: OutboxMessage<{ error: string }>) {
+    throw new OutboxNonRetryableError(m.payload.error);
+  }
 }
 
 /** The database's now, `minutes` from now (negative: ago), as the column type of each backend wants it. */
@@ -51,6 +60,17 @@ function minutesFromNow(backend: BackendName, minutes: number): string {
 }
 
 const HOUR_MS = 3_600_000;
+
+/** What each database says when it asks for a transaction to be run again: a deadlock, or a busy SQLite file. */
+function transientError(backend: BackendName, sql: string): QueryFailedError {
+  const driverError =
+    backend === 'postgres'
+      ? { code: '40P01', message: 'deadlock detected' }
+      : backend === 'mariadb'
+        ? { errno: 1213, code: 'ER_LOCK_DEADLOCK', message: 'Deadlock found when trying to get lock; try restarting transaction' }
+        : { code: 'SQLITE_BUSY', message: 'database is locked' };
+  return new QueryFailedError(sql, [], Object.assign(new Error(driverError.message), driverError));
+}
 
 /**
  * DESIGN 13, "operable without SQL": every method of OutboxOperations through a real Nest app on a
@@ -104,6 +124,13 @@ describe.each(backends())('operations on %s', (backend) => {
 
   const ids = (items: OutboxEventView[]) => items.map((i) => i.id);
 
+  /** One dead letter per error text, in order. */
+  async function deadWith(errors: string[]) {
+    const dead = await publish(errors.map((error) => ({ topic: 'text.doomed', payload: { error } })));
+    expect(await app.worker.drain()).toMatchObject({ deadLettered: errors.length });
+    return dead.map((d) => d.id);
+  }
+
   it('finds events by state, topic, pattern, key, dedupe key, id, error text and time, each with its state by the database clock', async () => {
     const e = await everyState();
     const all = await ops.find();
@@ -135,6 +162,31 @@ describe.each(backends())('operations on %s', (backend) => {
     expect(await find({ createdAfter: new Date(Date.now() + HOUR_MS) })).toEqual([]);
     expect(await find({ createdBefore: new Date(Date.now() + HOUR_MS), status: 'delivered' })).toEqual([e.delivered.id]);
     expect(await find({ processedAfter: new Date(Date.now() - HOUR_MS), topic: 'order.placed' })).toEqual([e.delivered.id]);
+    // The widest range every database stores.
+    const [first, last] = [new Date('0001-01-01T00:00:00.000Z'), new Date('9999-12-31T23:59:59.999Z')];
+    expect(await find({ createdAfter: first, createdBefore: last, status: 'delivered' })).toEqual([e.delivered.id]);
+    expect(await find({ processedAfter: first, processedBefore: last, status: 'delivered' })).toEqual([e.delivered.id]);
+  });
+
+  it('finds error text in any script, its LIKE wildcards and escape characters read as text', async () => {
+    const [fuer, fur, percent, dash] = await deadWith([
+      'Zahlung für Bestellung 42 fehlgeschlagen',
+      'Zahlung fur Bestellung 42 fehlgeschlagen',
+      'Gebühr 5% für Konto_7\\Ärger!',
+      'Gebühr 50 für Konto-7\\Ärger',
+      // What '7\\Ä' would match were the backslash LIKE's escape character.
+      'Konto 7Ärger',
+    ]);
+    const find = async (errorContains: string) => ids((await ops.find({ errorContains })).items).sort();
+    expect(await find('für')).toEqual([fuer, percent, dash].sort());
+    expect(await find('Zahlung für')).toEqual([fuer]);
+    expect(await find('5% für')).toEqual([percent]);
+    expect(await find('konto_7')).toEqual([percent]);
+    expect(await find('7\\Ä')).toEqual([percent, dash].sort());
+    expect(await find('Ärger!')).toEqual([percent]);
+    expect(await find('fur')).toEqual([fur]);
+    expect(await find('🙂')).toEqual([]);
+    expect(await find('ü'.repeat(255))).toEqual([]);
   });
 
   it('pages with an opaque cursor in both orders, each event exactly once, while new events arrive', async () => {
@@ -288,6 +340,61 @@ describe.each(backends())('operations on %s', (backend) => {
     expect((await ops.get(e.scheduled.id))!.state).toBe('delivered');
   });
 
+  /**
+   * Makes the next UPDATE or DELETE run in one of the outbox's transactions fail the way a deadlock or a
+   * busy database does, after it changed its rows: a fault no test can trigger on cue. The executor rolls
+   * the transaction back and runs it again. Returns how many faults it injected so far.
+   */
+  function failNextChangeOnce(): () => number {
+    const executor = app.module.get<OutboxStore>(OUTBOX_STORE).executor;
+    const transaction = executor.transaction.bind(executor);
+    let injected = 0;
+    const failing = (run: (statement: Statement) => Promise<StatementResult>) => async (statement: Statement) => {
+      const result = await run(statement);
+      if (injected === 0 && /^(UPDATE|DELETE)\b/.test(statement.sql)) {
+        injected++;
+        throw transientError(backend, statement.sql);
+      }
+      return result;
+    };
+    jest.spyOn(executor, 'transaction').mockImplementation((work) => transaction((run) => work(failing(run))));
+    return () => injected;
+  }
+
+  it('counts a chunk once when its transaction is run again after a deadlock or a busy database', async () => {
+    const dead = await publish(Array.from({ length: 8 }, (_, n) => ({ topic: 'payment.doomed', payload: { n } })));
+    const delivered = await publish([
+      { topic: 'order.placed', payload: { n: 1 } },
+      { topic: 'order.placed', payload: { n: 2 } },
+    ]);
+    expect(await app.worker.drain()).toMatchObject({ delivered: 2, deadLettered: 8 });
+    const toRedrive = dead.slice(0, 5).map((d) => d.id);
+    const toDiscard = dead.slice(5).map((d) => d.id);
+    const deliveredIds = delivered.map((d) => d.id);
+    const operations: Array<[(selection: { ids: string[] }) => Promise<unknown>, string[]]> = [
+      [(selection) => ops.redrive(selection), toRedrive],
+      [(selection) => ops.discard(selection), toDiscard],
+    ];
+    for (const [operation, deadIds] of operations) {
+      const injected = failNextChangeOnce();
+      expect(await operation({ ids: [...deadIds, ...deliveredIds] })).toEqual({
+        dryRun: false,
+        matched: deadIds.length,
+        changed: deadIds.length,
+        skipped: deliveredIds.map((id) => ({ id, reason: 'delivered' })),
+      });
+      expect(injected()).toBe(1);
+      jest.restoreAllMocks();
+    }
+
+    // The failed attempt's changes were rolled back: each event changed once.
+    for (const id of toRedrive) expect(await row(id)).toMatchObject({ status: 'pending', attempts: 0, redrive_count: 1 });
+    for (const id of toDiscard) expect(await row(id)).toBeUndefined();
+    for (const id of deliveredIds) expect(await row(id)).toMatchObject({ status: 'delivered', redrive_count: 0 });
+    expect(app.logger.matching(/^5 dead event\(s\) .* redriven/)).toHaveLength(1);
+    expect(app.logger.matching(/^3 dead event\(s\) .* discarded/)).toHaveLength(1);
+  });
+
   it('groups dead letters by topic and error fingerprint, and redrives or discards one group', async () => {
     const e = await everyState();
     const groups = await ops.failureGroups();
@@ -303,6 +410,27 @@ describe.each(backends())('operations on %s', (backend) => {
     expect(await ops.redrive({ group: { topic: orders.topic, fingerprint: orders.fingerprint } })).toMatchObject({ changed: 2 });
     expect((await ops.find({ status: 'dead' })).items.map((i) => i.id)).toEqual([e.deadC.id]);
     await expect(ops.deliverNow({ group: { topic: orders.topic, fingerprint: orders.fingerprint } })).rejects.toThrow(/dead letters/);
+  });
+
+  it('keeps failures with different words in different groups, an apostrophe in a word being no quote', async () => {
+    const [code, year] = await deadWith([
+      "Your card's security code is incorrect. (request 'req_4711')",
+      "Your card's expiration year is invalid. (request 'req_90210')",
+    ]);
+    const groups = await ops.failureGroups();
+    expect(groups.map((g) => [g.sampleId, g.count, g.signature]).sort()).toEqual(
+      [
+        [code, 1, "Sink.text: OutboxNonRetryableError: Your card's security code is incorrect. (request '…')"],
+        [year, 1, "Sink.text: OutboxNonRetryableError: Your card's expiration year is invalid. (request '…')"],
+      ].sort(),
+    );
+    const group = groups.find((g) => g.sampleId === year)!;
+    expect(await ops.redrive({ group: { topic: group.topic, fingerprint: group.fingerprint } }, { dryRun: true })).toEqual({
+      dryRun: true,
+      matched: 1,
+      changed: 0,
+      skipped: [],
+    });
   });
 
   it('computes stats in the database: by state and topic, the oldest due wait, the last claim, recent deliveries', async () => {
@@ -407,6 +535,18 @@ describe.each(backends())('operations on %s', (backend) => {
       [() => ops.find({ topic: 'order placed' }), /topic/],
       [() => ops.find({ colour: 'red' } as never), /unknown field "colour"/],
       [() => ops.find({ createdAfter: 'yesterday' as never }), /createdAfter/],
+      // Beyond what the three databases store: PostgreSQL would fail the statement, the others match nothing.
+      [() => ops.find({ createdBefore: new Date(8.64e15) }), /filter.createdBefore: .*0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z/],
+      [() => ops.find({ createdAfter: new Date(Date.parse('0001-01-01T00:00:00.000Z') - 1) }), /filter.createdAfter/],
+      [() => ops.find({ processedAfter: new Date(-8.64e15) }), /filter.processedAfter/],
+      [() => ops.find({ processedBefore: new Date(Date.parse('9999-12-31T23:59:59.999Z') + 1) }), /filter.processedBefore/],
+      [() => ops.find({ createdBefore: new Date(NaN) }), /filter.createdBefore/],
+      [() => ops.failureGroups({ processedBefore: new Date(8.64e15) }), /filter.processedBefore/],
+      [() => ops.redrive({ filter: { createdBefore: new Date(8.64e15) } }), /selection.filter.createdBefore/],
+      [() => ops.find({ errorContains: '' }), /filter.errorContains/],
+      [() => ops.find({ errorContains: 'ü'.repeat(256) }), /filter.errorContains: .*255/],
+      [() => ops.find({ errorContains: 'a\u0000b' }), /NUL/],
+      [() => ops.find({ errorContains: 'half \ud83d' }), /surrogate/],
       [() => ops.find({ id: Array.from({ length: 1001 }, () => randomUUID()) }), /1 to 1000/],
       [() => ops.redrive({} as never), /exactly one of ids, filter or group/],
       [() => ops.redrive({ ids: ['x'] }), /selection.ids/],
