@@ -20,15 +20,15 @@ import { WakeUpReporter } from './wake-up-reporter';
 import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
-import { OutboxDedupeConflictError, OutboxValidationError } from '../errors/outbox.errors';
+import { OutboxDedupeConflictError } from '../errors/outbox.errors';
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
-import { canonicalJson } from '../utils/canonical-json';
 import { uuidv7 } from '../utils/uuidv7';
 import { CommitWatcher, transactionDepth } from './commit-watcher';
 import { createSqlExecutor, queryOn } from './sql-executor';
 import { verifyOutboxTable } from './table-check';
 import { insertChunks } from './insert-chunks';
+import { keyNotStored, sameContent, sameStored } from './dedupe-keys';
 
 export interface ClaimResult {
   token: string;
@@ -284,32 +284,4 @@ export class OutboxStore implements OnModuleInit {
 
 function byDueTime(a: ClaimedEvent, b: ClaimedEvent): number {
   return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-}
-
-function keyNotStored(key: string, found: StoredEvent[]): OutboxValidationError {
-  const taken = found.find((event) => event.dedupeKey!.trimEnd() === key.trimEnd());
-  return new OutboxValidationError(
-    'dedupeKey',
-    `"${key}" was not stored: the table's unique index took it for ` +
-      (taken ? `the existing key "${taken.dedupeKey}" (event ${taken.id})` : 'an existing key') +
-      '. Its collation ignores trailing spaces (MySQL/MariaDB before schema version 6): run the outbox migrations.',
-  );
-}
-
-function sameContent(a: ValidatedEvent, b: ValidatedEvent): boolean {
-  return (
-    a.topic === b.topic &&
-    a.key === b.key &&
-    canonicalJson(JSON.parse(a.payloadJson)) === canonicalJson(JSON.parse(b.payloadJson)) &&
-    canonicalJson(a.headers) === canonicalJson(b.headers)
-  );
-}
-
-function sameStored(stored: StoredEvent, event: ValidatedEvent): boolean {
-  return (
-    stored.topic === event.topic &&
-    stored.key === event.key &&
-    canonicalJson(stored.payload) === canonicalJson(JSON.parse(event.payloadJson)) &&
-    canonicalJson(stored.headers) === canonicalJson(event.headers)
-  );
 }

@@ -90,29 +90,21 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     return (await raw.query<{ name: string }>(text, params)).map((r) => String(r.name)).sort();
   };
 
-  /** MySQL/MariaDB: the character sets of the key columns. */
-  const keyCharsets = async () =>
+  /** MySQL/MariaDB: one attribute of some columns, by column name. */
+  const columnAttribute = async (attribute: 'character_set_name' | 'collation_name', names: string[]) =>
     Object.fromEntries(
       (
-        await raw.query<{ name: string; charset: string }>(
-          'SELECT column_name AS `name`, character_set_name AS `charset` FROM information_schema.columns ' +
-            "WHERE table_schema = DATABASE() AND table_name = ? AND column_name IN ('id', 'claim_token') ORDER BY column_name",
-          [table],
+        await raw.query<{ name: string; value: string }>(
+          `SELECT column_name AS \`name\`, ${attribute} AS \`value\` FROM information_schema.columns ` +
+            `WHERE table_schema = DATABASE() AND table_name = ? AND column_name IN (${names.map(() => '?').join(', ')}) ORDER BY column_name`,
+          [table, ...names],
         )
-      ).map((c) => [c.name, c.charset]),
+      ).map((c) => [c.name, c.value]),
     );
-
-  /** MySQL/MariaDB: the collations of the key columns. */
-  const keyCollations = async () =>
-    Object.fromEntries(
-      (
-        await raw.query<{ name: string; collation: string }>(
-          'SELECT column_name AS `name`, collation_name AS `collation` FROM information_schema.columns ' +
-            "WHERE table_schema = DATABASE() AND table_name = ? AND column_name IN ('key', 'dedupe_key') ORDER BY column_name",
-          [table],
-        )
-      ).map((c) => [c.name, c.collation]),
-    );
+  /** MySQL/MariaDB: the character sets of the id and the claim token. */
+  const keyCharsets = () => columnAttribute('character_set_name', ['id', 'claim_token']);
+  /** MySQL/MariaDB: the collations of the key and the dedupe key. */
+  const keyCollations = () => columnAttribute('collation_name', ['key', 'dedupe_key']);
 
   const row = async (id: string) =>
     (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0] as Record<string, unknown>;
