@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
+import { OutboxHandlerTimeoutError } from '../errors/outbox.errors';
 import { describeError } from '../utils/describe-error';
 import { snapshotMessage } from '../utils/message-snapshot';
 import type { LazyAbort } from './lazy-abort';
@@ -13,13 +14,6 @@ import type { DeliveryTarget } from './delivery-targets';
 export interface HandlerOutcome {
   handler: DeliveryTarget;
   error?: unknown;
-}
-
-class OutboxHandlerTimeoutError extends Error {
-  constructor(ms: number) {
-    super(`handler did not finish within its timeout of ${ms} ms`);
-    this.name = 'OutboxHandlerTimeoutError';
-  }
 }
 
 /** Runs one delivery target on one event: its own message, its timeout, its abort signal. */

@@ -2,20 +2,10 @@ import { Logger } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { OutboxStore } from '../store/outbox.store';
+import { OutboxLeaseLostError } from '../errors/outbox.errors';
 import { describeError } from '../utils/describe-error';
 import type { DeliveryState } from './delivery-state';
 import type { OutboxDrainResult } from './drain-result';
-
-/** The reason given to the signal of a handler whose event's lease was lost, and its run's outcome. */
-class OutboxLeaseLostError extends Error {
-  constructor(id: string) {
-    super(
-      `the lease of outbox event ${id} was lost (it expired, and another claim took the event); ` +
-        'stop the work: this attempt will not be recorded',
-    );
-    this.name = 'OutboxLeaseLostError';
-  }
-}
 
 /** How often a claim's lease is renewed: a third of it, so two renewals may fail before it expires. */
 export function renewalIntervalMs(leaseMs: number): number {

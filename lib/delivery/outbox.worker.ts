@@ -20,7 +20,7 @@ import { HandlerInvoker } from './handler-invoker';
 import { OutboxEvents } from '../events/outbox-events';
 import { DeliveryTargets } from './delivery-targets';
 import { TransportRegistry } from '../transports/transport-registry';
-import { OutboxConfigurationError } from '../errors/outbox.errors';
+import { OutboxConfigurationError, OutboxShutdownError } from '../errors/outbox.errors';
 import { type OutboxPurgeResult, Retention } from './retention';
 
 export type { OutboxDrainResult } from './drain-result';
@@ -211,7 +211,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     await Promise.all([
       ...[...unstarted].map(([token, { ids, total }]) => this.writes.releaseUnstarted(ids, token, total, 'shutdown')),
       ...running.map(async ([id, { token, abort }]) => {
-        for (const signal of abort) signal.abort(new Error('the application is shutting down'));
+        for (const signal of abort) signal.abort(new OutboxShutdownError());
         await this.writes.releaseRunning(id, token);
       }),
     ]);

@@ -157,3 +157,38 @@ export class OutboxRetryLaterError extends OutboxError {
     super(message);
   }
 }
+
+/*
+ * The reasons a handler's `message.signal` is aborted with: tell them apart with `instanceof`. None is
+ * thrown by the library itself; a handler that passes the signal on may see them come back.
+ */
+
+/** The handler's time is up (its `timeoutMs`, or `worker.handlerTimeoutMs`): the attempt is recorded as failed with this error. */
+export class OutboxHandlerTimeoutError extends OutboxError {
+  constructor(readonly timeoutMs: number) {
+    super(`handler did not finish within its timeout of ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * The event's lease ran out and another claim took it (a lease renewal found it gone): this attempt's
+ * outcome will not be recorded, and another worker may be running the event already.
+ */
+export class OutboxLeaseLostError extends OutboxError {
+  constructor(readonly eventId: string) {
+    super(
+      `the lease of outbox event ${eventId} was lost (it expired, and another claim took the event); ` +
+        'stop the work: this attempt will not be recorded',
+    );
+  }
+}
+
+/**
+ * The application is shutting down and `worker.shutdownTimeoutMs` ran out before the handler ended:
+ * the event is given back (its attempt counted) and runs again after the restart.
+ */
+export class OutboxShutdownError extends OutboxError {
+  constructor() {
+    super('the application is shutting down');
+  }
+}

@@ -5,6 +5,7 @@ import {
   OutboxConfigurationError,
   OutboxEvents,
   OutboxHandler,
+  OutboxLeaseLostError,
   type OutboxLifecycleEvent,
   type OutboxMessage,
 } from '../../../lib';
@@ -192,7 +193,8 @@ describe.each(backends())('lease renewal on %s', (backend) => {
     const leftByTheTest = await row(taken.id);
 
     const reason = await work.firstAborted.promise;
-    expect(reason).toMatchObject({ name: 'OutboxLeaseLostError' });
+    expect(reason).toBeInstanceOf(OutboxLeaseLostError);
+    expect(reason).toMatchObject({ name: 'OutboxLeaseLostError', eventId: taken.id });
     expect(String((reason as Error).message)).toMatch(new RegExp(`lease of outbox event ${taken.id} was lost`));
     expect([...work.aborted.keys()]).toEqual([taken.id]);
 

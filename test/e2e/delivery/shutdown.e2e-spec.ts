@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { OutboxHandler, type OutboxMessage, type OutboxTransport } from '../../../lib';
+import { OutboxHandler, OutboxShutdownError, type OutboxMessage, type OutboxTransport } from '../../../lib';
 import { backends } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp, type TestAppOptions } from '../../fixtures/test-app';
@@ -11,6 +11,7 @@ class Slow {
   gate = deferred();
   calls: OutboxMessage[] = [];
   aborted = false;
+  abortReason: unknown;
 
   @OutboxHandler('slow')
   async handle(m: OutboxMessage) {
@@ -18,6 +19,7 @@ class Slow {
     this.entered.resolve();
     m.signal.addEventListener('abort', () => {
       this.aborted = true;
+      this.abortReason = m.signal.reason;
       this.gate.resolve();
     });
     await this.gate.promise;
@@ -94,6 +96,7 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
     await draining;
 
     expect(slow.aborted).toBe(true);
+    expect(slow.abortReason).toBeInstanceOf(OutboxShutdownError);
     const [row] = await outboxRows(app);
     expect(row).toMatchObject({ id: event.id, status: 'pending', claim_token: null, attempts: 1 });
     expect(statements.every((initialised) => initialised)).toBe(true);

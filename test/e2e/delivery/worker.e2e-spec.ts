@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { runInNewContext } from 'node:vm';
 import type { Logger as TypeOrmLogger } from 'typeorm';
-import { OutboxHandler, OutboxNonRetryableError, OutboxRetryLaterError, type OutboxMessage } from '../../../lib';
+import { OutboxHandler, OutboxHandlerTimeoutError, OutboxNonRetryableError, OutboxRetryLaterError, type OutboxMessage } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, type BackendName, rawDb, type RawDb } from '../../fixtures/backends';
@@ -370,8 +370,8 @@ describe.each(backends())('worker on %s', (backend) => {
     b.gate.resolve();
     const signal = await b.readSignal.promise;
     expect(signal.aborted).toBe(true);
-    expect(signal.reason).toBeInstanceOf(Error);
-    expect((signal.reason as Error).message).toBe('handler did not finish within its timeout of 50 ms');
+    expect(signal.reason).toBeInstanceOf(OutboxHandlerTimeoutError);
+    expect(signal.reason).toMatchObject({ timeoutMs: 50, message: 'handler did not finish within its timeout of 50 ms' });
   });
 
   it('counts the attempt at claim: an abandoned claim is retried with attempt 2 after its lease', async () => {
