@@ -38,7 +38,6 @@ export type {
   OutboxRetryScheduledEvent,
   OutboxWakeUpLostEvent,
   OutboxWakeUpRestoredEvent,
-  OutboxWakeUpSide,
   OutboxWorkerStartedEvent,
   OutboxWorkerStoppedEvent,
 } from './events/lifecycle-event';
@@ -65,7 +64,7 @@ export {
   type ClientProxyTransportOptions,
   type OutboxClientProxy,
 } from './transports/client-proxy/client-proxy.transport';
-export type { OutboxWakeUpChannel, OutboxWakeUpReport } from './interfaces/outbox-wake-up.interface';
+export type { OutboxWakeUpChannel, OutboxWakeUpReport, OutboxWakeUpSide } from './interfaces/outbox-wake-up.interface';
 export { ClientProxyWakeUp, type ClientProxyWakeUpOptions } from './wake-up/client-proxy-wake-up';
 export { WebhookTransport, type WebhookEnvelope } from './transports/webhook/webhook.transport';
 export type { WebhookTransportOptions } from './transports/webhook/webhook-options';

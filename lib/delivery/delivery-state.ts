@@ -1,7 +1,6 @@
 import type { AckBuffer } from './ack-buffer';
 import type { OutboxDrainResult } from './drain-result';
 import type { LazyAbort } from './lazy-abort';
-import type { LeaseRenewal } from './lease-renewal';
 
 /**
  * What the worker and its claimed batches share while they run: the shutdown flags, and what shutdown
@@ -22,5 +21,5 @@ export class DeliveryState {
   /** The successes of the batches running now, not yet written. */
   readonly ackBuffers = new Set<AckBuffer>();
   /** The lease renewals of the batches running now: shutdown stops them once it has closed. */
-  readonly renewals = new Set<LeaseRenewal>();
+  readonly renewals = new Set<{ stop(): Promise<void> }>();
 }

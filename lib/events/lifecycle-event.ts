@@ -1,4 +1,4 @@
-import type { WakeUpSide } from '../dialects/shared/outbox-dialect.interface';
+import type { OutboxWakeUpSide } from '../interfaces/outbox-wake-up.interface';
 
 /**
  * What happens to events between publish and acknowledgement, as `OutboxEvents.events$` reports it.
@@ -171,12 +171,6 @@ export interface OutboxWorkerStoppedEvent {
   timedOut: boolean;
 }
 
-/**
- * The cross-instance wake-up channel: `listen` is the side that wakes this worker when another
- * instance publishes (PostgreSQL's LISTEN connection, a broker subscription, the SQLite file watch),
- * `notify` the side that wakes the others after a commit here (NOTIFY, a broker message).
- */
-export type OutboxWakeUpSide = WakeUpSide;
 
 /**
  * The wake-up channel stopped working on one side (reconnection is attempted; polling still delivers

@@ -1,4 +1,9 @@
-import type { OutboxWakeUpSide } from '../events/lifecycle-event';
+/**
+ * The cross-instance wake-up channel: `listen` is the side that wakes this worker when another
+ * instance publishes (PostgreSQL's LISTEN connection, a broker subscription, the SQLite file watch),
+ * `notify` the side that wakes the others after a commit here (NOTIFY, a broker message).
+ */
+export type OutboxWakeUpSide = 'listen' | 'notify';
 
 /** Where a wake-up channel reports on its connections: the `wake-up.lost` / `wake-up.restored` events and the worker's log. */
 export interface OutboxWakeUpReport {

@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import type { OutboxWakeUpSide } from '../../interfaces/outbox-wake-up.interface';
 import type { OutboxEventRecord } from '../../interfaces/outbox-event-record.interface';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from './outbox-table';
@@ -34,7 +35,7 @@ export interface SqlExecutor {
 }
 
 /** Which connection of a wake-up channel: the one that listens, or the one that notifies. */
-export type WakeUpSide = 'listen' | 'notify';
+export type WakeUpSide = OutboxWakeUpSide;
 
 /** Wakes workers of other instances when events are committed (a hint; polling stays the safety net). */
 export interface WakeUpChannel {
