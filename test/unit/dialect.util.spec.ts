@@ -9,6 +9,9 @@ import {
   versionAtLeast,
 } from '../../lib/dialects/shared/dialect.util';
 import type { StoredEvent } from '../../lib/dialects/shared/outbox-dialect.interface';
+import { dialectForType } from '../../lib/dialects/dialect-for-type';
+import { outboxTable } from '../../lib/dialects/shared/outbox-table';
+import { OUTBOX_SCHEMA_VERSIONS } from '../../lib/schema/outbox-migrations';
 
 /**
  * The dialects' pure helpers, on inputs the SQLite end-to-end suite never produces (PostgreSQL's
@@ -168,5 +171,21 @@ describe('identifiers', () => {
 
   it('names the indexes after the table, as the migration and the query-plan checks expect', () => {
     expect(indexNames('events')).toEqual({ claim: 'events_claim_idx', dedupe: 'events_dedupe_idx', retention: 'events_retention_idx' });
+  });
+});
+
+describe('schema steps', () => {
+  it.each(['postgres', 'mysql', 'sqlite'])('%s: every version of OutboxMigrations has a step, and no other version does', (type) => {
+    const dialect = dialectForType(type);
+    const table = outboxTable('outbox_event');
+    for (const { version } of OUTBOX_SCHEMA_VERSIONS) {
+      expect(Array.isArray(dialect.upgrade(version, table))).toBe(true);
+      expect(Array.isArray(dialect.downgrade(version, table))).toBe(true);
+    }
+    const next = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version + 1;
+    for (const version of [1, next]) {
+      expect(() => dialect.upgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
+      expect(() => dialect.downgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
+    }
   });
 });

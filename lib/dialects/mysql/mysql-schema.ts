@@ -1,5 +1,5 @@
 import type { SchemaStatements, Statement } from '../shared/outbox-dialect.interface';
-import { indexNames, moveNoOutcomeNotes, requireSchemaVersion, restoreV1Notes, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import { indexNames, moveNoOutcomeNotes, restoreV1Notes, schemaSteps, V1_CLAIM_NOTES } from '../shared/dialect.util';
 import type { OutboxTable } from '../shared/outbox-table';
 import { attemptHistoryColumns } from './mysql-history';
 import { retentionIndex } from './mysql-retention';
@@ -50,37 +50,7 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
     return [`DROP TABLE ${qt(table)}`];
   },
 
-  upgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return retentionIndex(table).up;
-    if (version === 4) return attemptHistoryColumns(table).up;
-    if (version === 5) return asciiKeys(table).up;
-    if (version === 6) return exactKeys(table).up;
-    const t = qt(table);
-    requireSchemaVersion(version);
-    const [expired] = V1_CLAIM_NOTES;
-    return [
-      `ALTER TABLE ${t} ADD COLUMN \`expired_attempts\` int NOT NULL DEFAULT 0, ` +
-        'ADD COLUMN `last_expired_attempt` int NULL, ADD COLUMN `note` text NULL',
-      // The claim's remarks move out of last_error (assignments run left to right, each seeing the last).
-      `UPDATE ${t} SET \`note\` = \`last_error\`, \`expired_attempts\` = 1, ` +
-        "`last_expired_attempt` = CAST(SUBSTRING_INDEX(SUBSTRING(`last_error`, 9), ' ', 1) AS UNSIGNED), " +
-        `\`last_error\` = NULL WHERE \`last_error\` LIKE '${expired}'`,
-      moveNoOutcomeNotes(t, q),
-    ];
-  },
-
-  downgrade(version: number, table: OutboxTable): string[] {
-    if (version === 3) return retentionIndex(table).down;
-    if (version === 4) return attemptHistoryColumns(table).down;
-    if (version === 5) return asciiKeys(table).down;
-    if (version === 6) return exactKeys(table).down;
-    const t = qt(table);
-    requireSchemaVersion(version);
-    return [
-      restoreV1Notes(t, q),
-      `ALTER TABLE ${t} DROP COLUMN \`note\`, DROP COLUMN \`last_expired_attempt\`, DROP COLUMN \`expired_attempts\``,
-    ];
-  },
+  ...schemaSteps({ 2: attemptState, 3: retentionIndex, 4: attemptHistoryColumns, 5: asciiKeys, 6: exactKeys }),
 
   columns(table: OutboxTable): Statement {
     return {
@@ -93,6 +63,27 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
     };
   },
 };
+
+/** Version 2: attempt state as data; the claim's remarks move out of `last_error` into `note`. */
+function attemptState(table: OutboxTable): { up: string[]; down: string[] } {
+  const t = qt(table);
+  const [expired] = V1_CLAIM_NOTES;
+  return {
+    up: [
+      `ALTER TABLE ${t} ADD COLUMN \`expired_attempts\` int NOT NULL DEFAULT 0, ` +
+        'ADD COLUMN `last_expired_attempt` int NULL, ADD COLUMN `note` text NULL',
+      // The claim's remarks move out of last_error (assignments run left to right, each seeing the last).
+      `UPDATE ${t} SET \`note\` = \`last_error\`, \`expired_attempts\` = 1, ` +
+        "`last_expired_attempt` = CAST(SUBSTRING_INDEX(SUBSTRING(`last_error`, 9), ' ', 1) AS UNSIGNED), " +
+        `\`last_error\` = NULL WHERE \`last_error\` LIKE '${expired}'`,
+      moveNoOutcomeNotes(t, q),
+    ],
+    down: [
+      restoreV1Notes(t, q),
+      `ALTER TABLE ${t} DROP COLUMN \`note\`, DROP COLUMN \`last_expired_attempt\`, DROP COLUMN \`expired_attempts\``,
+    ],
+  };
+}
 
 /**
  * Version 5: the id and the claim token, UUIDs, in ASCII with byte comparison instead of utf8mb4 text

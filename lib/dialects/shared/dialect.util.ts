@@ -1,5 +1,5 @@
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
-import type { ClaimedEvent, OutboxStatus, StoredEvent } from './outbox-dialect.interface';
+import type { ClaimedEvent, OutboxStatus, SchemaStatements, StoredEvent } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 
 import { OutboxUnsupportedDatabaseError } from '../../errors/outbox.errors';
@@ -176,9 +176,23 @@ export function previousAttemptExpired(event: ClaimedEvent): boolean {
   return event.lastExpiredAttempt !== null && event.lastExpiredAttempt === event.attempts - 1;
 }
 
-/** Guards the dialects' version-2 change (versions 3 and 4 are checked before it). */
-export function requireSchemaVersion(version: number): void {
-  if (version !== 2) throw new Error(`no outbox schema change leads to version ${version}`);
+/** One schema change of one database: what takes the table to its version, and back. */
+export type SchemaStep = (table: OutboxTable) => { up: string[]; down: string[] };
+
+/** A change that runs no statement on this database (the version is another database's). */
+export const NO_CHANGE: SchemaStep = () => ({ up: [], down: [] });
+
+/** A database's schema changes by the version each leads to: its `upgrade` and `downgrade`. */
+export function schemaSteps(steps: Record<number, SchemaStep>): Pick<SchemaStatements, 'upgrade' | 'downgrade'> {
+  const step = (version: number) => {
+    const found = steps[version];
+    if (!found) throw new Error(`no outbox schema change leads to version ${version}`);
+    return found;
+  };
+  return {
+    upgrade: (version, table) => step(version)(table).up,
+    downgrade: (version, table) => step(version)(table).down,
+  };
 }
 
 /** `last_error` texts the claim wrote under schema version 1, which version 2 keeps in `note`. */
