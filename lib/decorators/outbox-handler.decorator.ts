@@ -13,8 +13,9 @@ export interface OutboxHandlerMetadata {
  */
 export function OutboxHandler(topic: string, options: OutboxHandlerOptions = {}): MethodDecorator {
   return (_target, _key, descriptor: PropertyDescriptor) => {
-    const existing: OutboxHandlerMetadata[] = Reflect.getMetadata(OUTBOX_HANDLER_METADATA, descriptor.value) ?? [];
-    Reflect.defineMetadata(OUTBOX_HANDLER_METADATA, [...existing, { topic, options }], descriptor.value);
+    const method = descriptor.value as object;
+    const existing = (Reflect.getMetadata(OUTBOX_HANDLER_METADATA, method) as OutboxHandlerMetadata[] | undefined) ?? [];
+    Reflect.defineMetadata(OUTBOX_HANDLER_METADATA, [...existing, { topic, options }], method);
     return descriptor;
   };
 }
@@ -22,5 +23,5 @@ export function OutboxHandler(topic: string, options: OutboxHandlerOptions = {})
 /** The one accessor of handler metadata (STYLE rule 5). */
 export function getOutboxHandlerMetadata(method: unknown): OutboxHandlerMetadata[] {
   if (typeof method !== 'function') return [];
-  return Reflect.getMetadata(OUTBOX_HANDLER_METADATA, method) ?? [];
+  return (Reflect.getMetadata(OUTBOX_HANDLER_METADATA, method) as OutboxHandlerMetadata[] | undefined) ?? [];
 }

@@ -44,7 +44,7 @@ export class OutboxEvents {
 
   /** For the outbox's own components. */
   emit(event: OutboxLifecycleEventInput): void {
-    this.subject.next({ ...event, at: new Date() } as OutboxLifecycleEvent);
+    this.subject.next({ ...event, at: new Date() });
   }
 
   private subscriberFailed(error: unknown): void {

@@ -7,12 +7,12 @@ import { decodeAttemptLog } from '../dialects/shared/attempt-log';
 /** JSON columns are `jsonb` on PostgreSQL and TEXT on SQLite; read them the same way on both. */
 const json: ValueTransformer = {
   to: (value: unknown) => (value === undefined ? value : JSON.stringify(value)),
-  from: (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value),
+  from: (value: unknown): unknown => (typeof value === 'string' ? (JSON.parse(value) as unknown) : value),
 };
 /** Times are `timestamptz` on PostgreSQL and ISO-8601 TEXT on SQLite. */
 const time: ValueTransformer = {
   to: (value: unknown) => (value instanceof Date ? value.toISOString() : value),
-  from: (value: unknown) => (value == null || value instanceof Date ? value : new Date(String(value))),
+  from: (value: unknown) => (value == null || value instanceof Date ? value : new Date(value as string)),
 };
 
 /** The attempt history, decoded as the operations service returns it (NULL is an empty history). */

@@ -48,7 +48,8 @@ export class CommitWatcher {
    * go into (for the `published` lifecycle event at the commit).
    */
   published(runner: QueryRunner): PublishedEntry[] {
-    const published: PublishedEntry[] = runner.data?.[this.publishedKey] ?? [];
+    const data = runner.data as Record<string, PublishedEntry[] | undefined> | undefined;
+    const published = data?.[this.publishedKey] ?? [];
     runner.data = { ...(runner.data ?? {}), [this.publishedKey]: published };
     return published;
   }

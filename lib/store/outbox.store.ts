@@ -153,7 +153,7 @@ export class OutboxStore implements OnModuleInit {
       event.dedupeKey !== null && firstIndex.get(event.dedupeKey) !== index ? [] : [{ index, id: uuidv7(), event }],
     );
 
-    const results: PublishResult[] = new Array(events.length);
+    const results = new Array<PublishResult>(events.length);
     const existing = await this.findByDedupeKeys(manager, [...firstIndex.keys()]);
     const fresh = rows.filter((row) => {
       const found = row.event.dedupeKey === null ? undefined : existing.get(row.event.dedupeKey);
@@ -170,7 +170,7 @@ export class OutboxStore implements OnModuleInit {
     const keyed = fresh.filter((row) => row.event.dedupeKey !== null);
     const winners = keyed.length
       ? await this.findByDedupeKeys(manager, keyed.map((r) => r.event.dedupeKey!), true)
-      : new Map();
+      : new Map<string, StoredEvent>();
     for (const row of fresh) {
       const key = row.event.dedupeKey;
       if (key === null) {

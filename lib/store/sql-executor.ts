@@ -6,8 +6,9 @@ const TRANSIENT_RETRIES = 5;
 
 /** One statement on `runner`, its rows and affected count in the shape every dialect reads. */
 export async function queryOn(runner: QueryRunner, statement: Statement): Promise<StatementResult> {
-  const result = await runner.query(statement.sql, statement.params, true);
-  return { rows: Array.isArray(result.records) ? result.records : [], affected: result.affected ?? 0 };
+  // TypeORM's QueryResult: the driver's rows (or nothing, for a statement without them) and the affected count.
+  const result = (await runner.query(statement.sql, statement.params, true)) as { records?: unknown; affected?: number };
+  return { rows: Array.isArray(result.records) ? (result.records as Record<string, unknown>[]) : [], affected: result.affected ?? 0 };
 }
 
 /**

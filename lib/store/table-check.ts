@@ -46,7 +46,7 @@ async function verifySchemaVersion(
   const columns = new Map(
     (await rows(dialect.columns(table))).map((row) => [
       String(row.name),
-      { charset: row.charset == null ? null : String(row.charset), noPad: row.no_pad == null ? undefined : Number(row.no_pad) === 1 },
+      { charset: row.charset == null ? null : (row.charset as string), noPad: row.no_pad == null ? undefined : Number(row.no_pad) === 1 },
     ]),
   );
   const indexes = new Set((await rows(dialect.indexes(table))).map((row) => String(row.name)));

@@ -14,11 +14,14 @@ export class InMemoryTransport implements OutboxTransport {
 
   constructor(readonly name = 'memory') {}
 
-  async send(message: OutboxMessage, route: OutboxRoute): Promise<void> {
-    if (this.failures.length > 0) throw this.failures.shift();
+  send(message: OutboxMessage, route: OutboxRoute): Promise<void> {
+    // What the test queued, an Error or not: a transport may reject with anything.
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+    if (this.failures.length > 0) return Promise.reject(this.failures.shift());
     // The `signal` means nothing once the send is over; the rest is copied, so the record shows what was
     // sent even if the caller reuses objects.
     this.sent.push({ message: snapshotMessage(message), route });
+    return Promise.resolve();
   }
 
   /** The recorded messages, in sending order; only those of exactly `topic` when it is given. */

@@ -15,21 +15,23 @@ export function resolveTransports(value: unknown): OutboxTransport[] {
     throw new OutboxConfigurationError('transports', `expected an array of transports, got ${describeValue(value)}`);
   }
   const names = new Set<string>();
-  return value.map((transport, i) => {
+  return value.map((entry: unknown, i) => {
     const where = `transports[${i}]`;
+    const transport = entry as { name?: unknown; send?: unknown } | null;
     if (typeof transport !== 'object' || transport === null || typeof transport.send !== 'function') {
       throw new OutboxConfigurationError(where, 'expected an object with a name and a send(message, route) method');
     }
-    if (typeof transport.name !== 'string' || !TRANSPORT_NAME.test(transport.name)) {
+    const { name } = transport;
+    if (typeof name !== 'string' || !TRANSPORT_NAME.test(name)) {
       throw new OutboxConfigurationError(
         `${where}.name`,
-        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describeValue(transport.name)}`,
+        `expected 1 to 64 characters of letters, digits and _ . : -, got ${describeValue(name)}`,
       );
     }
-    if (names.has(transport.name)) {
-      throw new OutboxConfigurationError(`${where}.name`, `another transport is already named "${transport.name}"`);
+    if (names.has(name)) {
+      throw new OutboxConfigurationError(`${where}.name`, `another transport is already named "${name}"`);
     }
-    names.add(transport.name);
+    names.add(name);
     return transport as OutboxTransport;
   });
 }

@@ -35,7 +35,8 @@ export function describeErrorChain(error: unknown): string {
       if (text && !parts.includes(text)) parts.push(text);
       current = cause;
     } else {
-      parts.push(String(current));
+      // A string, a number, or an object without a message: what describeError says of it.
+      parts.push(typeof current === 'string' ? current : describeError(current));
       break;
     }
   }

@@ -122,11 +122,12 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
     back();
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.closed = true;
     this.window.close();
     clearTimeout(this.retry);
     this.link.close();
+    return Promise.resolve();
   }
 }
 
@@ -155,8 +156,8 @@ function redisLink(client: Client, channel: string): BrokerLink {
       const sub = (await publisher()).duplicate({ lazyConnect: true, retryStrategy: reconnectDelay, maxRetriesPerRequest: null });
       subscriber = sub;
       let ready = false;
-      sub.on('message', ((from: string, message: string) => from === channel && onMessage(message)) as never);
-      sub.on('error', ((error: unknown) => lost(error)) as never);
+      sub.on('message', (from: string, message: string) => from === channel && onMessage(message));
+      sub.on('error', (error: unknown) => lost(error));
       // A connection the server closed says nothing on 'error'.
       sub.on('close', () => ready && !closing && sub === subscriber && lost(new Error('the Redis subscription connection closed')));
       sub.on('ready', () => {

@@ -53,7 +53,7 @@ export class MysqlDialect implements OutboxDialect {
       params: [],
     });
     this.maxStatementBytes = Number(rows[0]?.max_packet) || undefined;
-    const version = String(rows[0]?.version ?? '');
+    const version = (rows[0]?.version as string | undefined) ?? '';
     if (/mariadb/i.test(version)) requireVersion('MariaDB', version, '10.6');
     else requireVersion('MySQL', version, '8.0.17');
   }

@@ -42,7 +42,7 @@ export class PostgresDialect implements OutboxDialect {
 
   async verifyServer(executor: SqlExecutor): Promise<void> {
     const { rows } = await executor.run({ sql: 'SHOW server_version', params: [] });
-    requireVersion('PostgreSQL', String(rows[0]?.server_version ?? ''), '13.0');
+    requireVersion('PostgreSQL', (rows[0]?.server_version as string | undefined) ?? '', '13.0');
   }
 
   readonly guardConnections = guardPoolClients;

@@ -40,8 +40,8 @@ export function appendAttempt(json: AttemptLogSql, log: string, entry: AttemptEn
 
 function parseTime(value: unknown): Date | null {
   if (value == null) return null;
-  // MySQL's JSON carries DATETIME(6) as "YYYY-MM-DD HH:MM:SS.ffffff", in UTC.
-  const text = String(value);
+  // MySQL's JSON carries DATETIME(6) as "YYYY-MM-DD HH:MM:SS.ffffff", in UTC; the others ISO-8601 text.
+  const text = value as string;
   return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(text) ? text : `${text.replace(' ', 'T')}Z`);
 }
 

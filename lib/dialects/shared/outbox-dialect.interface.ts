@@ -88,24 +88,24 @@ export interface DialectTraits {
 /** The table's versions and where it stands: migrations and the start-up checks. */
 export interface SchemaStatements {
   /** DDL of the table and its indexes: schema version 1, as released. Never changes. */
-  createSchema(table: OutboxTable): string[];
-  dropSchema(table: OutboxTable): string[];
+  createSchema: (table: OutboxTable) => string[];
+  dropSchema: (table: OutboxTable) => string[];
   /** Statements that take the table from schema version `version - 1` to `version`, and back. */
-  upgrade(version: number, table: OutboxTable): string[];
-  downgrade(version: number, table: OutboxTable): string[];
+  upgrade: (version: number, table: OutboxTable) => string[];
+  downgrade: (version: number, table: OutboxTable) => string[];
   /**
    * One row per column of the table, with its name in `name` and its character set in `charset`
    * (NULL where the database keeps none per column, and for columns that are not text); where the
    * database pads text comparisons by default, `no_pad` (1 or 0) says whether the column's collation
    * keeps trailing spaces significant.
    */
-  columns(table: OutboxTable): Statement;
+  columns: (table: OutboxTable) => Statement;
   /** One row per usable index of the table, with its name in `name`. */
-  indexes(table: OutboxTable): Statement;
+  indexes: (table: OutboxTable) => Statement;
   /** One row with a `found` column, non-zero (or true) when the table exists where statements look for it. */
-  tableExists(table: OutboxTable): Statement;
+  tableExists: (table: OutboxTable) => Statement;
   /** DDL that moves a table, with its rows and indexes, from `from` to `to` (for an operator to run). */
-  relocate(from: OutboxTable, to: OutboxTable): string[];
+  relocate: (from: OutboxTable, to: OutboxTable) => string[];
 }
 
 /** Publishing: statements that run in the caller's transaction. */
@@ -189,30 +189,30 @@ export type Bind = (value: unknown) => string;
  * from an operator's filter (one builder for every database, the differences here).
  */
 export interface SqlFlavor {
-  ident(name: string): string;
+  ident: (name: string) => string;
   /** The table, qualified as every other statement qualifies it. */
-  table(table: OutboxTable): string;
+  table: (table: OutboxTable) => string;
   /** The placeholder of the `n`th parameter, from 1. */
-  placeholder(n: number): string;
+  placeholder: (n: number) => string;
   /**
    * The database clock at the start of the statement, not of its transaction: a statement that runs after
    * another waited for row locks sees the time after the wait.
    */
   readonly now: string;
   /** A time, bound as a parameter the time columns compare with. */
-  time(bind: Bind, date: Date): string;
+  time: (bind: Bind, date: Date) => string;
   /** The database clock `ms` milliseconds ago. */
-  ago(bind: Bind, ms: number): string;
+  ago: (bind: Bind, ms: number) => string;
   /** Whole milliseconds from the time `expression` to the database clock. */
-  msSince(expression: string): string;
+  msSince: (expression: string) => string;
   /** A time expression in a form `decode` reads (MySQL's DATETIME as UTC ISO-8601 text). */
-  timeText(expression: string): string;
+  timeText: (expression: string) => string;
   /** The columns of a row as `decode` reads them. */
   readonly columns: string;
   /** Locks the selected rows until the transaction ends; empty where the database has one writer. */
   readonly forUpdate: string;
   /** One row with `n`: the table's rows as the database estimates them, or counts them cheaply. */
-  rowEstimate?(table: OutboxTable): Statement;
+  rowEstimate?: (table: OutboxTable) => Statement;
   /**
    * After the table in the count of every delivered row: reads the table in its own order. SQLite
    * otherwise walks the retention index, in processed-time order, and looks each row up (ten times

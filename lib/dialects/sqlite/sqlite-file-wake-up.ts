@@ -37,8 +37,8 @@ export class SqliteFileWakeUp implements WakeUpChannel {
     // The commit itself is the notification.
   }
 
-  async listen(wake: () => void): Promise<void> {
-    if (this.closed) return;
+  listen(wake: () => void): Promise<void> {
+    if (this.closed) return Promise.resolve();
     try {
       // The folder, not the files: the WAL comes and goes with the connections that use it.
       this.watcher = watch(this.folder, { persistent: false }, (_event, name) => {
@@ -52,17 +52,19 @@ export class SqliteFileWakeUp implements WakeUpChannel {
     } catch (error) {
       // No file events here (an exhausted inotify limit, say): polling alone.
       this.onError(error, 'listen');
-      return;
+      return Promise.resolve();
     }
     this.onWorking('listen');
     wake();
+    return Promise.resolve();
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
     this.watcher?.close();
     this.watcher = undefined;
+    return Promise.resolve();
   }
 }
 

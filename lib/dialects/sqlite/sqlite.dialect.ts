@@ -43,7 +43,7 @@ export class SqliteDialect implements OutboxDialect {
 
   async verifyServer(executor: SqlExecutor): Promise<void> {
     const { rows } = await executor.run({ sql: 'SELECT sqlite_version() AS "version"', params: [] });
-    requireVersion('SQLite', String(rows[0]?.version ?? ''), '3.35.0');
+    requireVersion('SQLite', (rows[0]?.version as string | undefined) ?? '', '3.35.0');
   }
 
   // The table's versions and the start-up checks: sqlite-schema.ts.

@@ -10,8 +10,9 @@ const CLIENT_CLASSES: Record<string, Broker> = {
 };
 
 export function brokerOf(client: object): Broker {
-  for (let proto = Object.getPrototypeOf(client); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
-    const broker = CLIENT_CLASSES[proto.constructor?.name];
+  const parent = (of: object) => Object.getPrototypeOf(of) as object | null;
+  for (let proto = parent(client); proto && proto !== Object.prototype; proto = parent(proto)) {
+    const broker = CLIENT_CLASSES[(proto as { constructor?: { name?: string } }).constructor?.name ?? ''];
     if (broker) return broker;
   }
   return 'other';

@@ -89,7 +89,7 @@ function redactedLocation(location: string | null, base: URL): string | undefine
 async function readBody(response: Response, maxBytes: number): Promise<Buffer> {
   const body = response.body;
   if (!body) return Buffer.alloc(0);
-  const reader = body.getReader();
+  const reader = (body as ReadableStream<Uint8Array>).getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   try {
