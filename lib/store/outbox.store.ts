@@ -3,7 +3,7 @@ import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { describeError } from '../utils/describe-error';
 import { decodeClaimed } from '../dialects/shared/dialect.util';
-import { dialectForType, isSqlite } from '../dialects/dialect-for-type';
+import { dialectForType } from '../dialects/dialect-for-type';
 import type {
   ClaimedEvent,
   FailureUpdate,
@@ -19,7 +19,6 @@ import { OutboxEvents } from '../events/outbox-events';
 import { WakeUpReporter } from './wake-up-reporter';
 import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
-import { sqliteGateFor, type SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
 import { OutboxDedupeConflictError } from '../errors/outbox.errors';
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
@@ -50,7 +49,6 @@ export interface ClaimResult {
  */
 export class OutboxStore implements OnModuleInit {
   readonly dialect: OutboxDialect;
-  private readonly gate: SqliteConnectionGate | undefined;
   private readonly wakeUpReports: WakeUpReporter;
   /** Cross-instance wake-up, where the database offers one. */
   readonly wakeUp: WakeUpChannel | undefined;
@@ -70,22 +68,12 @@ export class OutboxStore implements OnModuleInit {
   ) {
     this.table = outboxTableOn(dataSource, tableName);
     this.dialect = dialectForType(String(dataSource.options.type));
-    this.gate = isSqlite(dataSource) ? sqliteGateFor(dataSource) : undefined;
     this.dialect.guardConnections?.(dataSource);
     this.wakeUpReports = new WakeUpReporter(events);
-    const report = this.wakeUpReports;
-    if (wakeUp) wakeUp.start(report);
-    this.wakeUp =
-      wakeUp === false
-        ? undefined
-        : (wakeUp ??
-          this.dialect.wakeUpChannel?.(
-            dataSource,
-            this.table,
-            (error, side) => report.failed(error, side),
-            (side) => report.working(side),
-          ));
-    this.executor = createSqlExecutor(dataSource, this.dialect, this.gate);
+    // The application's channel or the database's own: one contract, started the same way.
+    this.wakeUp = wakeUp === false ? undefined : (wakeUp ?? this.dialect.wakeUpChannel?.(dataSource, this.table));
+    this.wakeUp?.start(this.wakeUpReports);
+    this.executor = createSqlExecutor(dataSource, this.dialect, this.dialect.connectionGate?.(dataSource));
     this.commits = new CommitWatcher(this.table.path, events, this.wakeUp);
     dataSource.subscribers.push(this.commits.subscriber());
   }

@@ -1,6 +1,6 @@
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { OutboxDialect, SqlExecutor, Statement, StatementResult } from '../dialects/shared/outbox-dialect.interface';
-import type { SqliteConnectionGate } from '../dialects/sqlite/sqlite-connection-gate';
+import type { ConnectionGate } from '../dialects/shared/outbox-dialect.interface';
 
 const TRANSIENT_RETRIES = 5;
 
@@ -14,12 +14,12 @@ export async function queryOn(runner: QueryRunner, statement: Statement): Promis
 /**
  * The worker's way to the database: each statement or transaction on a connection of its own, outside
  * any application transaction, retried when the database reports a deadlock or lock wait, and taken
- * in turn through the SQLite gate where there is one.
+ * in turn through the database's connection gate where it has one (SQLite).
  */
 export function createSqlExecutor(
   dataSource: DataSource,
   dialect: OutboxDialect,
-  gate: SqliteConnectionGate | undefined,
+  gate: ConnectionGate | undefined,
 ): SqlExecutor {
   const exclusive = <T>(work: () => Promise<T>): Promise<T> => (gate ? gate.exclusive(work) : work());
 
@@ -51,8 +51,7 @@ export function createSqlExecutor(
         withRetry(async () => {
           const runner = dataSource.createQueryRunner();
           try {
-            // SQLite (the gated database) has one writer and only SERIALIZABLE transactions.
-            await runner.startTransaction(gate ? undefined : 'READ COMMITTED');
+            await runner.startTransaction(dialect.transactionIsolation);
             try {
               const result = await work((statement) => queryOn(runner, statement));
               await runner.commitTransaction();

@@ -43,6 +43,7 @@ export class MysqlDialect implements OutboxDialect {
   readonly name = 'mysql';
   readonly maxParameters = 65_535;
   readonly flavor = mysqlFlavor;
+  readonly transactionIsolation = 'READ COMMITTED';
 
   /** The server's max_allowed_packet: a bigger INSERT fails with ER_NET_PACKET_TOO_LARGE. */
   maxStatementBytes: number | undefined;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import type { WakeUpChannel, WakeUpSide } from '../shared/outbox-dialect.interface';
+import type { OutboxWakeUpReport } from '../../interfaces/outbox-wake-up.interface';
+import type { WakeUpChannel } from '../shared/outbox-dialect.interface';
 import { NotifyWindow, reconnectDelay } from '../../wake-up/notify-window';
 
 /** A node-postgres client of our own, outside the application's pool. */
@@ -32,6 +33,8 @@ interface Pool {
  * from the application's pool, it would leave a pool of one with nothing for the application.
  */
 export class PostgresWakeUp implements WakeUpChannel {
+  /** Where failures and recoveries of either side go: `wake-up.lost` / `wake-up.restored` and the worker's log. */
+  private report: OutboxWakeUpReport | undefined;
   private readonly sender = randomUUID();
   private readonly channel: string;
   private readonly window = new NotifyWindow(() => this.send());
@@ -46,9 +49,6 @@ export class PostgresWakeUp implements WakeUpChannel {
   constructor(
     private readonly dataSource: DataSource,
     table: string,
-    private readonly onError: (error: unknown, side: WakeUpSide) => void,
-    /** Told each time a connection works, so that whoever heard of an error knows when it is over. */
-    private readonly onWorking: (side: WakeUpSide) => void = () => undefined,
   ) {
     this.channel = `outbox_${table}`;
     // The table name is an identifier (validated) and the sender a UUID: nothing here needs escaping.
@@ -66,6 +66,10 @@ export class PostgresWakeUp implements WakeUpChannel {
     return (this.dataSource.driver as unknown as { master: Pool }).master;
   }
 
+  start(report: OutboxWakeUpReport): void {
+    this.report = report;
+  }
+
   notify(): void {
     this.window.notify();
   }
@@ -76,10 +80,10 @@ export class PostgresWakeUp implements WakeUpChannel {
       const connection = await (this.notifier ??= this.openNotifier());
       // Simple protocol, no parameters: the whole transaction is one message and one round trip.
       await connection.query(this.notifySql);
-      this.onWorking('notify');
+      this.report?.working('notify');
     } catch (error) {
       this.notifier = undefined; // reconnect on the next commit
-      this.onError(error, 'notify'); // the pollers still find the events
+      this.report?.failed(error, 'notify'); // the pollers still find the events
     }
   }
 
@@ -125,7 +129,7 @@ export class PostgresWakeUp implements WakeUpChannel {
       if (this.client === client) this.client = undefined;
       client.end().catch(() => undefined);
       if (this.closed) return;
-      this.onError(error, 'listen');
+      this.report?.failed(error, 'listen');
       setTimeout(() => void this.connect(wake, nextAttempt), reconnectDelay(nextAttempt)).unref();
     };
     const onNotification = (message: { channel: string; payload?: string }) => {
@@ -161,7 +165,7 @@ export class PostgresWakeUp implements WakeUpChannel {
     }
     this.client = client;
     this.detach = detach;
-    this.onWorking('listen');
+    this.report?.working('listen');
     // Notifications sent while no one listened are gone: look for work once now.
     wake();
   }

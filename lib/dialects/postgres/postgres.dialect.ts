@@ -3,7 +3,7 @@ import { postgresFlavor } from './postgres-flavor';
 import { postgresSchema } from './postgres-schema';
 import { PostgresWakeUp } from './postgres-wake-up';
 import { guardPoolClients } from './postgres-pool-guard';
-import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
 import { CLAIMED_COLUMNS, decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
@@ -38,6 +38,7 @@ const json: AttemptLogSql = {
 export class PostgresDialect implements OutboxDialect {
   readonly name = 'postgres';
   readonly flavor = postgresFlavor;
+  readonly transactionIsolation = 'READ COMMITTED';
   readonly maxParameters = 65_535;
 
   async verifyServer(executor: SqlExecutor): Promise<void> {
@@ -47,13 +48,8 @@ export class PostgresDialect implements OutboxDialect {
 
   readonly guardConnections = guardPoolClients;
 
-  wakeUpChannel(
-    dataSource: DataSource,
-    table: OutboxTable,
-    onError: (error: unknown, side: WakeUpSide) => void,
-    onWorking?: (side: WakeUpSide) => void,
-  ) {
-    return new PostgresWakeUp(dataSource, table.path, onError, onWorking);
+  wakeUpChannel(dataSource: DataSource, table: OutboxTable) {
+    return new PostgresWakeUp(dataSource, table.path);
   }
 
   // The table's versions and the start-up checks: postgres-schema.ts.

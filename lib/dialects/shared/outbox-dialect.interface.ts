@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import type { OutboxWakeUpSide } from '../../interfaces/outbox-wake-up.interface';
+import type { OutboxWakeUpChannel, OutboxWakeUpSide } from '../../interfaces/outbox-wake-up.interface';
 import type { OutboxEventRecord } from '../../interfaces/outbox-event-record.interface';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from './outbox-table';
@@ -37,14 +37,17 @@ export interface SqlExecutor {
 /** Which connection of a wake-up channel: the one that listens, or the one that notifies. */
 export type WakeUpSide = OutboxWakeUpSide;
 
-/** Wakes workers of other instances when events are committed (a hint; polling stays the safety net). */
-export interface WakeUpChannel {
-  /** Called after a commit that published events. Must be cheap and never throw. */
-  notify(): void;
-  /** Calls `wake` on every notification from another instance, and after each (re)connection. */
-  listen(wake: () => void): Promise<void>;
-  close(): Promise<void>;
-  /** The database process of the listening connection, when connected (for operations and tests). */
+/** Runs work alone on the database's one connection, after what holds it now. */
+export interface ConnectionGate {
+  exclusive<T>(work: () => Promise<T>): Promise<T>;
+}
+
+/**
+ * A wake-up channel as the store holds it: the public contract every channel implements (the
+ * database's own and an application's alike), and where the database has a listening connection,
+ * its server process (for operations and tests).
+ */
+export interface WakeUpChannel extends OutboxWakeUpChannel {
   readonly listenerPid?: number;
 }
 
@@ -69,20 +72,21 @@ export interface DialectTraits {
   /** Errors worth running the same statement or transaction again for (deadlock, lock wait timeout). */
   isTransient(error: unknown): boolean;
   decode(row: Record<string, unknown>): StoredEvent;
-  /**
-   * A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY, an SQLite
-   * file's changes); undefined where it has none for this DataSource.
-   * `onError` hears of every failure of either connection (reconnection follows), `onWorking` of each
-   * time one works (LISTEN established, a NOTIFY sent): together, when the channel is lost and restored.
-   */
   /** Makes the DataSource's connections survive what the driver would otherwise end the process for. */
   guardConnections?(dataSource: DataSource): void;
-  wakeUpChannel?(
-    dataSource: DataSource,
-    table: OutboxTable,
-    onError: (error: unknown, side: WakeUpSide) => void,
-    onWorking?: (side: WakeUpSide) => void,
-  ): WakeUpChannel | undefined;
+  /**
+   * Where the DataSource has one connection for everything (SQLite): the gate that takes the worker's
+   * statements and the application's transactions in turn, installed on the DataSource once.
+   */
+  connectionGate?(dataSource: DataSource): ConnectionGate;
+  /** The isolation of the worker's transactions; undefined where the database has only one (SQLite's SERIALIZABLE). */
+  readonly transactionIsolation: 'READ COMMITTED' | undefined;
+  /**
+   * A channel for cross-instance wake-up, where the database has one (PostgreSQL LISTEN/NOTIFY, an SQLite
+   * file's changes); undefined where it has none for this DataSource. Not started: the store starts it
+   * as it starts an application's channel.
+   */
+  wakeUpChannel?(dataSource: DataSource, table: OutboxTable): WakeUpChannel | undefined;
 }
 
 /** The table's versions and where it stands: migrations and the start-up checks. */

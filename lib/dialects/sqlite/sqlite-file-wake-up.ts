@@ -1,6 +1,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import type { WakeUpChannel, WakeUpSide } from '../shared/outbox-dialect.interface';
+import type { OutboxWakeUpReport } from '../../interfaces/outbox-wake-up.interface';
+import type { WakeUpChannel } from '../shared/outbox-dialect.interface';
 
 /** Wake-ups closer together than this are one: a burst of commits is one look for work. */
 const WAKE_WINDOW_MS = 2;
@@ -16,6 +17,8 @@ const WAKE_WINDOW_MS = 2;
  * polling stays, and a platform that drops file events costs one poll interval.
  */
 export class SqliteFileWakeUp implements WakeUpChannel {
+  /** Where failures and recoveries of either side go: `wake-up.lost` / `wake-up.restored` and the worker's log. */
+  private report: OutboxWakeUpReport | undefined;
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -24,13 +27,15 @@ export class SqliteFileWakeUp implements WakeUpChannel {
 
   constructor(
     file: string,
-    private readonly onError: (error: unknown, side: WakeUpSide) => void,
-    private readonly onWorking: (side: WakeUpSide) => void = () => undefined,
   ) {
     const path = resolve(file);
     this.folder = dirname(path);
     const name = basename(path);
     this.names = new Set([name, `${name}-wal`]);
+  }
+
+  start(report: OutboxWakeUpReport): void {
+    this.report = report;
   }
 
   notify(): void {
@@ -48,13 +53,13 @@ export class SqliteFileWakeUp implements WakeUpChannel {
           wake();
         }, WAKE_WINDOW_MS);
       });
-      this.watcher.on('error', (error) => this.onError(error, 'listen'));
+      this.watcher.on('error', (error) => this.report?.failed(error, 'listen'));
     } catch (error) {
       // No file events here (an exhausted inotify limit, say): polling alone.
-      this.onError(error, 'listen');
+      this.report?.failed(error, 'listen');
       return Promise.resolve();
     }
-    this.onWorking('listen');
+    this.report?.working('listen');
     wake();
     return Promise.resolve();
   }

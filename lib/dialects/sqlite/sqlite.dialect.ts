@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
-import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement, WakeUpSide } from '../shared/outbox-dialect.interface';
+import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
 import { SqliteFileWakeUp, sqliteFile } from './sqlite-file-wake-up';
+import { sqliteGateFor } from './sqlite-connection-gate';
 import { NOW, sqliteFlavor } from './sqlite-flavor';
 import { sqliteSchema } from './sqlite-schema';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
@@ -40,6 +41,9 @@ export class SqliteDialect implements OutboxDialect {
   readonly name = 'sqlite';
   readonly flavor = sqliteFlavor;
   readonly maxParameters = 32_766;
+  readonly transactionIsolation = undefined;
+  /** TypeORM's SQLite driver has one connection: the worker and the application take turns on it. */
+  readonly connectionGate = sqliteGateFor;
 
   async verifyServer(executor: SqlExecutor): Promise<void> {
     const { rows } = await executor.run({ sql: 'SELECT sqlite_version() AS "version"', params: [] });
@@ -57,9 +61,9 @@ export class SqliteDialect implements OutboxDialect {
   readonly indexes = sqliteSchema.indexes;
 
   /** Processes sharing the file hear of each other's commits through the file system (see SqliteFileWakeUp). */
-  wakeUpChannel(dataSource: DataSource, _table: OutboxTable, onError: (error: unknown, side: WakeUpSide) => void, onWorking?: (side: WakeUpSide) => void) {
+  wakeUpChannel(dataSource: DataSource) {
     const file = sqliteFile(dataSource.options.database);
-    return file === undefined ? undefined : new SqliteFileWakeUp(file, onError, onWorking);
+    return file === undefined ? undefined : new SqliteFileWakeUp(file);
   }
 
   isTransient(error: unknown): boolean {
