@@ -1,5 +1,10 @@
 /** Injection token of the resolved, validated options (see `resolveOutboxOptions`). */
 export const OUTBOX_OPTIONS = Symbol('outbox:options');
+/**
+ * The module's options, resolved once: by `forRoot()` when it is called, or by `forRootAsync()`'s factory
+ * when Nest runs it. `OUTBOX_OPTIONS` is this value, unless `OutboxTesting.override()` builds it from this.
+ */
+export const OUTBOX_RESOLVED_OPTIONS = Symbol('outbox:resolved-options');
 /** Injection token of the raw options handed to forRoot / returned by the forRootAsync factory. */
 export const OUTBOX_RAW_OPTIONS = Symbol('outbox:raw-options');
 /** Injection token of the module-definition extras (table name, data source, global flag). */

@@ -3,7 +3,6 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import type { OutboxModuleExtras, OutboxModuleOptions, ResolvedOutboxOptions } from './interfaces/outbox-options.interface';
-import { validateTableName } from './schema/table-name';
 import { createOutboxEntity } from './schema/outbox-event.entity';
 import { OutboxStore } from './store/outbox.store';
 import { OutboxEvents } from './events/outbox-events';
@@ -22,7 +21,8 @@ export const {
   .setExtras<OutboxModuleExtras>(
     { isGlobal: true, tableName: undefined, dataSource: undefined },
     (definition, extras) => {
-      const tableName = validateTableName(extras.tableName ?? DEFAULT_TABLE_NAME);
+      // Checked by forRoot() or forRootAsync() before the builder calls this.
+      const tableName = extras.tableName ?? DEFAULT_TABLE_NAME;
       const dataSourceName = typeof extras.dataSource === 'string' ? extras.dataSource : undefined;
       // Registering the entity through forFeature is what makes `autoLoadEntities: true` pick it up.
       const entityImports =

@@ -1,10 +1,13 @@
-import { type DynamicModule, Module } from '@nestjs/common';
+import { type DynamicModule, Module, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { DataSource } from 'typeorm';
-import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS } from './outbox.constants';
-import { OutboxConfigurationError } from './errors/outbox.errors';
-import { OUTBOX_OPTIONS_TYPE, OutboxConfigurableModuleClass, type OutboxModuleExtras } from './outbox.module-definition';
-import { resolveOutboxOptions, type OutboxModuleOptions, type ResolvedOutboxOptions } from './outbox.options';
+import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_RESOLVED_OPTIONS } from './outbox.constants';
+import {
+  OUTBOX_ASYNC_OPTIONS_TYPE,
+  OUTBOX_OPTIONS_TYPE,
+  OutboxConfigurableModuleClass,
+} from './outbox.module-definition';
+import { resolveAsyncOutboxOptions, resolveOutboxOptions, type ResolvedOutboxOptions } from './outbox.options';
+import { validateTableName } from './schema/table-name';
 import { DeliveryTargets } from './delivery/delivery-targets';
 import { OutboxExplorer } from './delivery/outbox.explorer';
 import { OutboxService } from './publishing/outbox.service';
@@ -13,32 +16,9 @@ import { OutboxWorker } from './delivery/outbox.worker';
 import { OutboxEvents } from './events/outbox-events';
 import { TransportRegistry } from './transports/transport-registry';
 
-/**
- * Table and data source shape the module's imports, so forRootAsync takes them beside `useFactory`.
- * A factory may still return a DataSource instance, or repeat the declared values; anything else
- * would silently disagree with the registered entity and is refused.
- */
-function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleExtras): OutboxModuleOptions {
-  const merged: OutboxModuleOptions = { ...(raw ?? {}) };
-  for (const key of ['tableName', 'dataSource'] as const) {
-    const declared = extras[key];
-    const returned = merged[key];
-    const returnedInstance = key === 'dataSource' && returned instanceof DataSource && declared === undefined;
-    if (returned !== undefined && returned !== declared && !returnedInstance) {
-      throw new OutboxConfigurationError(
-        key,
-        `with forRootAsync, declare ${key} beside useFactory (OutboxModule.forRootAsync({ ${key}, useFactory })), ` +
-          'not in the object the factory returns: it decides which entity and data source the module imports',
-      );
-    }
-    if (declared !== undefined) (merged as Record<string, unknown>)[key] = declared;
-  }
-  return merged;
-}
-
-/** The module's options as its providers see them: the raw options with the declared extras, resolved. */
-export function resolveModuleOptions(raw: OutboxModuleOptions | undefined, extras: OutboxModuleExtras): ResolvedOutboxOptions {
-  return resolveOutboxOptions(mergeExtras(raw, extras));
+/** The module the builder made, with the provider of its resolved options. */
+function withResolvedOptions(module: DynamicModule, resolved: Provider): DynamicModule {
+  return { ...module, providers: [...(module.providers ?? []), resolved] };
 }
 
 /**
@@ -49,10 +29,12 @@ export function resolveModuleOptions(raw: OutboxModuleOptions | undefined, extra
 @Module({
   imports: [DiscoveryModule],
   providers: [
+    // A factory, not useExisting: Nest hands consumers of an alias what it points to, even once
+    // OutboxTesting.override() has replaced it.
     {
       provide: OUTBOX_OPTIONS,
-      inject: [OUTBOX_RAW_OPTIONS, OUTBOX_EXTRAS],
-      useFactory: resolveModuleOptions,
+      inject: [OUTBOX_RESOLVED_OPTIONS],
+      useFactory: (options: ResolvedOutboxOptions) => options,
     },
     {
       provide: TransportRegistry,
@@ -71,12 +53,25 @@ export function resolveModuleOptions(raw: OutboxModuleOptions | undefined, extra
 export class OutboxModule extends OutboxConfigurableModuleClass {
   /**
    * Checks the options at once, before anything connects: a bad value throws an
-   * `OutboxConfigurationError` from this call, where the module is declared. (`forRootAsync` checks
-   * what its factory returns, as soon as Nest runs it.)
+   * `OutboxConfigurationError` from this call, where the module is declared. The module keeps what
+   * this resolved.
    */
   static override forRoot(options: typeof OUTBOX_OPTIONS_TYPE = {}): DynamicModule {
     const { isGlobal: _isGlobal, ...moduleOptions } = options ?? {};
-    resolveOutboxOptions(moduleOptions);
-    return super.forRoot(options);
+    const resolved = resolveOutboxOptions(moduleOptions);
+    return withResolvedOptions(super.forRoot(options), { provide: OUTBOX_RESOLVED_OPTIONS, useValue: resolved });
+  }
+
+  /**
+   * Checks the table name at once, as `forRoot` does; the other options when Nest runs the factory,
+   * which resolves them with the declared extras.
+   */
+  static override forRootAsync(options: typeof OUTBOX_ASYNC_OPTIONS_TYPE): DynamicModule {
+    validateTableName(options.tableName ?? DEFAULT_TABLE_NAME);
+    return withResolvedOptions(super.forRootAsync(options), {
+      provide: OUTBOX_RESOLVED_OPTIONS,
+      inject: [OUTBOX_RAW_OPTIONS, OUTBOX_EXTRAS],
+      useFactory: resolveAsyncOutboxOptions,
+    });
   }
 }

@@ -1,6 +1,8 @@
+import { DataSource } from 'typeorm';
 import { DEFAULT_TABLE_NAME, LIMITS } from './outbox.constants';
 import { OutboxConfigurationError } from './errors/outbox.errors';
 import type {
+  OutboxModuleExtras,
   OutboxModuleOptions,
   OutboxRetentionOptions,
   OutboxRetryOptions,
@@ -64,20 +66,61 @@ const TOP_LEVEL_KEYS = [
   'wakeUp',
 ];
 
-/**
- * The one place where options are defaulted and validated. `forRoot` and `forRootAsync` both end here,
- * so they cannot drift apart.
- */
+/** `forRoot`'s options, defaulted and validated: `forRoot()` calls this once, and its module keeps the result. */
 export function resolveOutboxOptions(raw: OutboxModuleOptions | undefined): ResolvedOutboxOptions {
-  const input: unknown = raw ?? {};
+  const options = optionsObject(raw ?? {});
+  return resolveChecked(options, validateTableName(options.tableName ?? DEFAULT_TABLE_NAME));
+}
+
+/**
+ * `forRootAsync`'s options: what its factory returned, with the table and data source declared beside
+ * `useFactory`, defaulted and validated once, when Nest runs the factory. `forRootAsync()` checked the
+ * table name when it was called.
+ */
+export function resolveAsyncOutboxOptions(
+  returned: OutboxModuleOptions | undefined,
+  extras: OutboxModuleExtras,
+): ResolvedOutboxOptions {
+  return resolveChecked(optionsObject(mergeExtras(returned, extras)), extras.tableName ?? DEFAULT_TABLE_NAME);
+}
+
+/**
+ * Table and data source shape the module's imports, so forRootAsync takes them beside `useFactory`.
+ * A factory may still return a DataSource instance, or repeat the declared values; anything else
+ * would silently disagree with the registered entity and is refused.
+ */
+function mergeExtras(raw: OutboxModuleOptions | undefined, extras: OutboxModuleExtras): OutboxModuleOptions {
+  const merged: OutboxModuleOptions = { ...(raw ?? {}) };
+  for (const key of ['tableName', 'dataSource'] as const) {
+    const declared = extras[key];
+    const returned = merged[key];
+    const returnedInstance = key === 'dataSource' && returned instanceof DataSource && declared === undefined;
+    if (returned !== undefined && returned !== declared && !returnedInstance) {
+      throw new OutboxConfigurationError(
+        key,
+        `with forRootAsync, declare ${key} beside useFactory (OutboxModule.forRootAsync({ ${key}, useFactory })), ` +
+          'not in the object the factory returns: it decides which entity and data source the module imports',
+      );
+    }
+    if (declared !== undefined) (merged as Record<string, unknown>)[key] = declared;
+  }
+  return merged;
+}
+
+/** A plain object whose keys are all options. */
+function optionsObject(input: unknown): OutboxModuleOptions {
   if (!isPlainObject(input)) {
     throw new OutboxConfigurationError('(options)', `expected an object, got ${describeValue(input)}`);
   }
   rejectUnknownOptions('', input, TOP_LEVEL_KEYS);
-  const options = input as OutboxModuleOptions;
+  return input;
+}
 
-  const tableName = validateTableName(options.tableName ?? DEFAULT_TABLE_NAME);
-
+/**
+ * The one place where options are defaulted and validated: `forRoot` and `forRootAsync` both end here, so
+ * they cannot drift apart. The table name comes checked.
+ */
+function resolveChecked(options: OutboxModuleOptions, tableName: string): ResolvedOutboxOptions {
   const dataSource = options.dataSource;
   if (
     dataSource !== undefined &&

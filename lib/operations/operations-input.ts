@@ -6,7 +6,7 @@ import type {
   OutboxSelection,
 } from '../interfaces/outbox-operations.interface';
 import { quoteValue } from '../utils/describe-value';
-import { isPlainObject, unknownKey } from '../utils/option-checks';
+import { isPlainObject, knownKeys, type KnownKeysRule } from '../utils/option-checks';
 import { validateTopic, validateTopicPattern } from '../utils/topic';
 
 export const PAGE_LIMIT = { default: 50, max: 500 };
@@ -50,15 +50,13 @@ export interface EventQuery {
   processedBefore?: Date;
 }
 
-function objectArgument(field: string, value: unknown, allowed: readonly string[]): Record<string, unknown> {
-  if (value === undefined) return {};
-  if (!isPlainObject(value)) throw new OutboxValidationError(field, `expected an object, got ${quoteValue(value)}`);
-  const unknown = unknownKey(value, allowed);
-  if (unknown !== undefined) {
-    throw new OutboxValidationError(field, `unknown field "${unknown}"; allowed: ${allowed.join(', ')}`);
-  }
-  return value;
-}
+/** An argument of an operation: a plain object with known fields. */
+const ARGUMENT: KnownKeysRule = {
+  isObject: isPlainObject,
+  notAnObject: (field, value) => new OutboxValidationError(field, `expected an object, got ${quoteValue(value)}`),
+  unknownKey: (field, key, allowed) =>
+    new OutboxValidationError(field, `unknown field "${key}"; allowed: ${allowed.join(', ')}`),
+};
 
 function text(field: string, value: unknown): string | undefined {
   if (value === undefined) return undefined;
@@ -146,7 +144,7 @@ function topic(value: unknown): EventQuery['topic'] {
 }
 
 export function validateFilter(value: unknown, field = 'filter'): EventQuery {
-  const f = objectArgument(field, value, FILTER_KEYS) as OutboxEventFilter;
+  const f = knownKeys(field, value, FILTER_KEYS, ARGUMENT) as OutboxEventFilter;
   const query: EventQuery = {
     states: states(f.status),
     topic: topic(f.topic),
@@ -181,7 +179,7 @@ export function nextCursor(page: PageQuery, lastId: string): string {
 }
 
 export function validatePage(value: unknown): PageQuery {
-  const p = objectArgument('page', value, ['limit', 'cursor', 'order']) as OutboxPageRequest;
+  const p = knownKeys('page', value, ['limit', 'cursor', 'order'], ARGUMENT) as OutboxPageRequest;
   const limit = p.limit ?? PAGE_LIMIT.default;
   if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_LIMIT.max) {
     throw new OutboxValidationError('page.limit', `expected a whole number from 1 to ${PAGE_LIMIT.max}, got ${quoteValue(limit)}`);
@@ -214,14 +212,14 @@ export type SelectionQuery =
   | { group: { topic: string; fingerprint: string } };
 
 export function validateSelection(value: unknown): SelectionQuery {
-  const s = objectArgument('selection', value, ['ids', 'filter', 'group']) as Partial<Record<'ids' | 'filter' | 'group', unknown>>;
+  const s = knownKeys('selection', value, ['ids', 'filter', 'group'], ARGUMENT) as Partial<Record<'ids' | 'filter' | 'group', unknown>>;
   const given = (['ids', 'filter', 'group'] as const).filter((key) => s[key] !== undefined);
   if (given.length !== 1) {
     throw new OutboxValidationError('selection', `expected exactly one of ids, filter or group, got ${given.join(', ') || 'none'}`);
   }
   if (s.ids !== undefined) return { ids: validateIds('selection.ids', s.ids) };
   if (s.filter !== undefined) return { filter: validateFilter(s.filter, 'selection.filter') };
-  const g = objectArgument('selection.group', s.group, ['topic', 'fingerprint']) as OutboxSelection & { topic?: unknown; fingerprint?: unknown };
+  const g = knownKeys('selection.group', s.group, ['topic', 'fingerprint'], ARGUMENT) as OutboxSelection & { topic?: unknown; fingerprint?: unknown };
   const fingerprint = g.fingerprint;
   if (typeof fingerprint !== 'string' || !FINGERPRINT.test(fingerprint)) {
     throw new OutboxValidationError('selection.group.fingerprint', `expected the fingerprint of a failure group, got ${quoteValue(fingerprint)}`);
@@ -237,5 +235,5 @@ export function booleanOption(field: string, value: unknown, fallback: boolean):
 
 /** Options of redrive, discard or deliverNow, checked. */
 export function validateOperationOptions(value: unknown, allowed: readonly string[]): Record<string, unknown> {
-  return objectArgument('options', value, allowed);
+  return knownKeys('options', value, allowed, ARGUMENT);
 }

@@ -10,23 +10,21 @@ import type {
 } from '../interfaces/outbox-message.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxStore } from '../store/outbox.store';
-import { unknownKey } from '../utils/option-checks';
+import { knownKeys, type KnownKeysRule } from '../utils/option-checks';
 import { validateEvent } from './outbox.validation';
 import { transactionalManager } from './transaction-resolver';
 
 const PUBLISH_OPTION_KEYS = ['key', 'dedupeKey', 'headers', 'delayMs', 'availableAt', 'manager'];
 const ITEM_KEYS = ['topic', 'payload', 'key', 'dedupeKey', 'headers', 'delayMs', 'availableAt'];
 
-function checkKeys(field: string, value: unknown, allowed: string[]): void {
-  if (value === undefined) return;
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new OutboxValidationError(field, `expected an object, got ${value === null ? 'null' : typeof value}`);
-  }
-  const unknown = unknownKey(value, allowed);
-  if (unknown !== undefined) {
-    throw new OutboxValidationError(field, `unknown option "${unknown}"; allowed: ${allowed.join(', ')}`);
-  }
-}
+/** Publish options and publishMany's events: any object but an array (an event may be a class instance). */
+const ARGUMENT: KnownKeysRule = {
+  isObject: (value): value is object => typeof value === 'object' && value !== null && !Array.isArray(value),
+  notAnObject: (field, value) =>
+    new OutboxValidationError(field, `expected an object, got ${value === null ? 'null' : typeof value}`),
+  unknownKey: (field, key, allowed) =>
+    new OutboxValidationError(field, `unknown option "${key}"; allowed: ${allowed.join(', ')}`),
+};
 
 /** Writes events into the outbox, inside the caller's transaction. */
 @Injectable()
@@ -42,7 +40,7 @@ export class OutboxService {
    * (or a subclass) for bad input; neither writes anything.
    */
   async publish<T>(topic: string, payload: T, options: PublishOptions = {}): Promise<PublishResult> {
-    checkKeys('options', options, PUBLISH_OPTION_KEYS);
+    knownKeys('options', options, PUBLISH_OPTION_KEYS, ARGUMENT);
     const { manager, ...rest } = options;
     const [result] = await this.publishMany([{ ...rest, topic, payload }], { manager });
     return result;
@@ -53,10 +51,10 @@ export class OutboxService {
     if (!Array.isArray(items)) {
       throw new OutboxValidationError('items', `publishMany expects an array of events, got ${typeof items}`);
     }
-    checkKeys('options', options, ['manager']);
+    knownKeys('options', options, ['manager'], ARGUMENT);
     const events = items.map((item, index) => {
       try {
-        checkKeys('event', item, ITEM_KEYS);
+        knownKeys('event', item, ITEM_KEYS, ARGUMENT);
         return validateEvent(item, this.options.maxPayloadBytes);
       } catch (error) {
         if (error instanceof OutboxValidationError && items.length > 1) {

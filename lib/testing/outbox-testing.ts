@@ -1,8 +1,7 @@
-import { OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS } from '../outbox.constants';
+import { OUTBOX_OPTIONS, OUTBOX_RESOLVED_OPTIONS } from '../outbox.constants';
 import { OutboxConfigurationError, OutboxValidationError } from '../errors/outbox.errors';
-import type { OutboxModuleExtras, OutboxModuleOptions, ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxMessage } from '../interfaces/outbox-message.interface';
-import { resolveModuleOptions } from '../outbox.module';
 import { ModuleRef } from '@nestjs/core';
 import { OutboxWorker } from '../delivery/outbox.worker';
 import { OutboxEvents } from '../events/outbox-events';
@@ -23,12 +22,14 @@ export interface OutboxOverridableBuilder<B> {
   };
 }
 
-/** How a module's outbox behaves under test (see `OutboxTesting.override`). */
+/**
+ * How a module's outbox behaves under test (see `OutboxTesting.override`). The retry delays stay the
+ * module's: with `testing` set, the worker makes every failure due again at once.
+ */
 function testingOptions(resolved: ResolvedOutboxOptions, harness: OutboxTestHarness, transports: InMemoryTransport[]): ResolvedOutboxOptions {
   return {
     ...resolved,
     worker: { ...resolved.worker, enabled: false },
-    retry: { ...resolved.retry, initialDelayMs: 0, maxDelayMs: 0 },
     transports,
     testing: harness,
   };
@@ -51,9 +52,8 @@ export class OutboxTesting {
    */
   static override<B>(builder: OutboxOverridableBuilder<B>): B {
     return builder.overrideProvider(OUTBOX_OPTIONS).useFactory({
-      inject: [OUTBOX_RAW_OPTIONS, OUTBOX_EXTRAS, OutboxEvents, ModuleRef],
-      factory: (raw: OutboxModuleOptions, extras: OutboxModuleExtras, events: OutboxEvents, module: ModuleRef) => {
-        const resolved = resolveModuleOptions(raw, extras);
+      inject: [OUTBOX_RESOLVED_OPTIONS, OutboxEvents, ModuleRef],
+      factory: (resolved: ResolvedOutboxOptions, events: OutboxEvents, module: ModuleRef) => {
         // Same names, so every route resolves to its stand-in; nothing connects to a broker or a URL.
         const transports = resolved.transports.map((transport) => new InMemoryTransport(transport.name));
         // The worker is built after these options: the harness looks it up when it first drains.

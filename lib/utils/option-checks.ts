@@ -1,14 +1,58 @@
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import { describeValue } from './describe-value';
 
-/** The first key of `value` that `allowed` does not list (a typo, most often), or undefined. */
-export function unknownKey(value: object, allowed: readonly string[]): string | undefined {
-  return Object.keys(value).find((key) => !allowed.includes(key));
+/**
+ * How one kind of input (module options, operations' arguments, publish arguments) refuses what is not an
+ * object with known keys: what it takes for an object, and the errors it throws, each kind worded as it
+ * always has been.
+ */
+export interface KnownKeysRule {
+  isObject(value: unknown): value is object;
+  notAnObject(where: string, value: unknown): Error;
+  unknownKey(where: string, key: string, allowed: readonly string[]): Error;
 }
 
 /**
- * Refuses a configuration object with a key `allowed` does not list, naming the option as
- * `<path><separator><key>`: a misspelt option would otherwise be ignored and its default used.
+ * The one check of an object whose keys are known: `{}` when not given; otherwise an object that `rule`
+ * takes for one, with no key `allowed` does not list (a misspelt option or field would otherwise be
+ * ignored and its default used). Throws the error `rule` builds.
+ */
+export function knownKeys(
+  where: string,
+  value: unknown,
+  allowed: readonly string[],
+  rule: KnownKeysRule,
+): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (!rule.isObject(value)) throw rule.notAnObject(where, value);
+  const key = Object.keys(value).find((k) => !allowed.includes(k));
+  if (key !== undefined) throw rule.unknownKey(where, key, allowed);
+  return value as Record<string, unknown>;
+}
+
+/** Module options: an `OutboxConfigurationError` naming the option as `<path><separator><key>`. */
+function optionKeys(
+  isObject: (value: unknown) => value is object,
+  separator = '.',
+  allowedLabel = 'allowed here',
+): KnownKeysRule {
+  return {
+    isObject,
+    notAnObject: (option, value) => new OutboxConfigurationError(option, `expected an object, got ${describeValue(value)}`),
+    unknownKey: (path, key, allowed) =>
+      new OutboxConfigurationError(
+        path ? `${path}${separator}${key}` : key,
+        `unknown option; ${allowedLabel}: ${allowed.join(', ')}`,
+      ),
+  };
+}
+
+const isAnyObject = (value: unknown): value is object => typeof value === 'object' && value !== null;
+const OPTION_SECTION = optionKeys(isPlainObject);
+
+/**
+ * Refuses a configuration object (its caller checked that it is one) with a key `allowed` does not list,
+ * naming the option as `<path><separator><key>`.
  */
 export function rejectUnknownOptions(
   path: string,
@@ -17,10 +61,7 @@ export function rejectUnknownOptions(
   separator = '.',
   allowedLabel = 'allowed here',
 ): void {
-  const key = unknownKey(value, allowed);
-  if (key === undefined) return;
-  const where = path ? `${path}${separator}${key}` : key;
-  throw new OutboxConfigurationError(where, `unknown option; ${allowedLabel}: ${allowed.join(', ')}`);
+  knownKeys(path, value, allowed, optionKeys(isAnyObject, separator, allowedLabel));
 }
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -61,10 +102,5 @@ export function booleanOption(option: string, value: unknown, fallback: boolean)
 
 /** A nested options object (`worker`, `retry`, a route): a plain object with known keys only, or `{}` when not given. */
 export function optionSection(option: string, value: unknown, keys: readonly string[]): Record<string, unknown> {
-  if (value === undefined) return {};
-  if (!isPlainObject(value)) {
-    throw new OutboxConfigurationError(option, `expected an object, got ${describeValue(value)}`);
-  }
-  rejectUnknownOptions(option, value, keys);
-  return value;
+  return knownKeys(option, value, keys, OPTION_SECTION);
 }
