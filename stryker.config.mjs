@@ -18,7 +18,7 @@ export default {
     'lib/delivery/claimed-batch.ts',
     'lib/delivery/handler-invoker.ts',
     'lib/delivery/failure-policy.ts',
-    'lib/delivery/fenced-writes.ts',
+    'lib/delivery/outcome-recorder.ts',
     'lib/publishing/outbox.service.ts',
     'lib/publishing/transaction-resolver.ts',
     'lib/store/*.ts',

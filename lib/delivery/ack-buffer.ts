@@ -1,3 +1,7 @@
+import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimScope } from './delivery-state';
+import type { OutcomeRecorder } from './outcome-recorder';
+
 /** Successes of a batch are acknowledged at least this often, not only when the batch ends. */
 export const ACK_FLUSH_MS = 250;
 
@@ -6,29 +10,35 @@ export const ACK_FLUSH_MS = 250;
  * timer of its own: a batch whose lanes sit idle behind one slow handler still acknowledges what
  * finished, so a crash then does not deliver it again.
  *
- * `write` must not reject (the worker logs its own errors). Writes run one after another, so a
- * flush resolves only when everything buffered before it is written.
+ * The recorder writes them (and never rejects). Writes run one after another, so a flush resolves
+ * only when everything buffered before it is written.
  */
 export class AckBuffer {
   private ids: string[] = [];
   private writing: Promise<void> = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly write: (ids: string[]) => Promise<void>) {
+  constructor(
+    private readonly recorder: OutcomeRecorder,
+    private readonly scope: ClaimScope,
+    /** The events of the lanes these successes come from. */
+    private readonly batch: ClaimedEvent[],
+  ) {
     this.timer = setInterval(() => void this.flush(), ACK_FLUSH_MS);
     // A pending acknowledgement never keeps the process alive on its own.
     this.timer.unref();
   }
 
+  /** A success. Buffered successes are written by shutdown too; one that ends after it closed is not. */
   add(id: string): void {
-    this.ids.push(id);
+    if (this.recorder.mayAcknowledge(id)) this.ids.push(id);
   }
 
   flush(): Promise<void> {
     const ids = this.ids;
     if (ids.length > 0) {
       this.ids = [];
-      this.writing = this.writing.then(() => this.write(ids));
+      this.writing = this.writing.then(() => this.recorder.acknowledge(ids, this.scope, this.batch));
     }
     return this.writing;
   }

@@ -14,8 +14,19 @@ export class DeliveredMessage implements OutboxMessage {
   headers: Record<string, string>;
   readonly attempt: number;
   readonly createdAt: Date;
-  /** Private to the class, so a spread or JSON of the message shows only its data. */
+  /** The event and this call's abort, private to the class: a spread or JSON of the message shows only its data. */
+  readonly #event: ClaimedEvent;
   readonly #abort: LazyAbort;
+
+  /** The claimed event the message was built from: what the run reports, whatever the handler changed. */
+  static eventOf(message: DeliveredMessage): ClaimedEvent {
+    return message.#event;
+  }
+
+  /** The abort of the one handler call the message is for (see `HandlerInvoker`). */
+  static abortOf(message: DeliveredMessage): LazyAbort {
+    return message.#abort;
+  }
 
   constructor(
     event: ClaimedEvent,
@@ -30,6 +41,7 @@ export class DeliveredMessage implements OutboxMessage {
     this.headers = copy ? { ...event.headers } : event.headers;
     this.attempt = event.attempts;
     this.createdAt = event.createdAt;
+    this.#event = event;
     this.#abort = abort;
   }
 

@@ -1,6 +1,11 @@
-import type { AckBuffer } from './ack-buffer';
 import type { OutboxDrainResult } from './drain-result';
 import type { LazyAbort } from './lazy-abort';
+
+/** One claim within a run: the token that fences its writes, and the drain result its outcomes count into. */
+export interface ClaimScope {
+  readonly token: string;
+  readonly total: OutboxDrainResult;
+}
 
 /**
  * What the worker and its claimed batches share while they run: the shutdown flags, and what shutdown
@@ -17,9 +22,9 @@ export class DeliveryState {
   /** The events whose handlers run now, with one abort per handler call. */
   readonly inFlight = new Map<string, { token: string; abort: readonly LazyAbort[] }>();
   /** Claimed events no handler has started yet: what shutdown gives back, uncounted, if it times out. */
-  readonly waiting = new Map<string, { token: string; total: OutboxDrainResult }>();
-  /** The successes of the batches running now, not yet written. */
-  readonly ackBuffers = new Set<AckBuffer>();
+  readonly waiting = new Map<string, ClaimScope>();
+  /** The successes of the batches running now, not yet written (their `AckBuffer`s). */
+  readonly ackBuffers = new Set<{ flush(): Promise<void> }>();
   /** The lease renewals of the batches running now: shutdown stops them once it has closed. */
   readonly renewals = new Set<{ stop(): Promise<void> }>();
 }

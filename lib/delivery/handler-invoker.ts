@@ -4,8 +4,7 @@ import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface'
 import { OutboxHandlerTimeoutError } from '../errors/outbox.errors';
 import { describeError } from '../utils/describe-error';
 import { snapshotMessage } from '../utils/message-snapshot';
-import type { LazyAbort } from './lazy-abort';
-import type { DeliveredMessage } from './delivered-message';
+import { DeliveredMessage } from './delivered-message';
 import { HandlerWatchdog } from './handler-watchdog';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { DeliveryTarget } from './delivery-targets';
@@ -28,11 +27,12 @@ export class HandlerInvoker {
 
   /**
    * Never rejects: a handler's exception, rejection or timeout becomes the outcome's `error`. The
-   * handler is called at once, with `message` (built with `abort`, see `DeliveredMessage`). `abort`
-   * belongs to this call: shutdown and a lost lease abort the run through it (its signal is built only
-   * if the handler reads `message.signal`), and `giveUp` also ends the wait for the outcome.
+   * handler is called at once, with `message`. The message's abort belongs to this call: shutdown and a
+   * lost lease abort the run through it (its signal is built only if the handler reads
+   * `message.signal`), and `giveUp` also ends the wait for the outcome.
    */
-  invoke(handler: DeliveryTarget, event: ClaimedEvent, message: DeliveredMessage, abort: LazyAbort): Promise<HandlerOutcome> {
+  invoke(handler: DeliveryTarget, message: DeliveredMessage): Promise<HandlerOutcome> {
+    const abort = DeliveredMessage.abortOf(message);
     // Under OutboxTesting: the message as the handler got it, before it could change it.
     const seen = this.testing && handler.kind === 'handler' ? snapshotMessage(message) : undefined;
     // Timed only while someone listens for the outcome.
@@ -44,7 +44,7 @@ export class HandlerInvoker {
         settled = true;
         watch.end();
         const outcome: HandlerOutcome = failed ? { handler, error } : { handler };
-        if (started >= 0) this.emitRun(event, outcome, performance.now() - started);
+        if (started >= 0) this.emitRun(DeliveredMessage.eventOf(message), outcome, performance.now() - started);
         if (seen) this.testing!.handlerCalled(handler.name, seen, outcome.error);
         resolve(outcome);
       };

@@ -1,11 +1,8 @@
-import { Logger } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import type { OutboxEvents } from '../events/outbox-events';
 import type { OutboxStore } from '../store/outbox.store';
 import { OutboxLeaseLostError } from '../errors/outbox.errors';
-import { describeError } from '../utils/describe-error';
-import type { DeliveryState } from './delivery-state';
-import type { OutboxDrainResult } from './drain-result';
+import type { ClaimScope, DeliveryState } from './delivery-state';
+import type { OutcomeRecorder } from './outcome-recorder';
 
 /** How often a claim's lease is renewed: a third of it, so two renewals may fail before it expires. */
 export function renewalIntervalMs(leaseMs: number): number {
@@ -26,7 +23,6 @@ export function renewalIntervalMs(leaseMs: number): number {
  * another once their lease runs out.
  */
 export class LeaseRenewal {
-  private readonly logger = new Logger('OutboxWorker');
   private readonly timer: NodeJS.Timeout;
   readonly intervalMs: number;
   /** The renewal statement on its way, if any: turns never overlap, and stop() waits for it. */
@@ -37,11 +33,10 @@ export class LeaseRenewal {
   private stopped = false;
 
   constructor(
-    private readonly token: string,
+    private readonly scope: ClaimScope,
     claimedAt: number,
     private readonly leaseMs: number,
-    private readonly total: OutboxDrainResult,
-    private readonly ctx: { store: OutboxStore; events: OutboxEvents; state: DeliveryState },
+    private readonly ctx: { store: OutboxStore; state: DeliveryState; recorder: OutcomeRecorder },
   ) {
     this.liveUntil = claimedAt + leaseMs;
     this.intervalMs = renewalIntervalMs(leaseMs);
@@ -86,7 +81,7 @@ export class LeaseRenewal {
   private unfinished(): string[] {
     const ids: string[] = [];
     for (const map of [this.ctx.state.waiting, this.ctx.state.inFlight]) {
-      for (const [id, { token }] of map) if (token === this.token) ids.push(id);
+      for (const [id, { token }] of map) if (token === this.scope.token) ids.push(id);
     }
     return ids;
   }
@@ -96,13 +91,10 @@ export class LeaseRenewal {
     const sentAt = performance.now();
     let renewed: Set<string>;
     try {
-      const args = { ids, token: this.token, leaseMs: this.leaseMs };
+      const args = { ids, token: this.scope.token, leaseMs: this.leaseMs };
       renewed = new Set(await store.dialect.renew(store.executor, store.table, args));
     } catch (error) {
-      this.logger.error(
-        `Outbox lease renewal of ${ids.length} event(s) failed; trying again in ${this.intervalMs} ms, ` +
-          `the lease keeps its expiry meanwhile: ${describeError(error)}`,
-      );
+      this.ctx.recorder.renewalFailed(ids.length, this.intervalMs, error);
       return;
     }
     // Shutdown has released what it holds since: a refusal now says nothing about the lease.
@@ -116,23 +108,19 @@ export class LeaseRenewal {
 
   private unfinishedHere(id: string): boolean {
     const { waiting, inFlight } = this.ctx.state;
-    return waiting.get(id)?.token === this.token || inFlight.get(id)?.token === this.token;
+    const { token } = this.scope;
+    return waiting.get(id)?.token === token || inFlight.get(id)?.token === token;
   }
 
   /** The lease of `ids` is lost: none is started, running handlers are aborted, no outcome is written. */
   private giveUp(ids: string[]): void {
-    const { state, events } = this.ctx;
+    const { state } = this.ctx;
     for (const id of ids) {
       this.lost.add(id);
       // Not started yet: its lane skips it.
       state.waiting.delete(id);
       for (const abort of state.inFlight.get(id)?.abort ?? []) abort.giveUp(new OutboxLeaseLostError(id));
     }
-    this.total.lostLeases += ids.length;
-    if (events.observed) events.emit({ type: 'lease.lost', ids, count: ids.length, what: 'renew' });
-    this.logger.warn(
-      `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and another claim took ` +
-        'them; their handlers were aborted and their outcome will not be recorded',
-    );
+    this.ctx.recorder.renewalLost(ids, this.scope.total);
   }
 }

@@ -13,10 +13,10 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { OutboxStore } from '../store/outbox.store';
 import { describeError } from '../utils/describe-error';
 import { type BatchContext, ClaimedBatch } from './claimed-batch';
-import { DeliveryState } from './delivery-state';
+import { type ClaimScope, DeliveryState } from './delivery-state';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
-import { FencedWrites } from './fenced-writes';
 import { HandlerInvoker } from './handler-invoker';
+import { OutcomeRecorder } from './outcome-recorder';
 import { OutboxEvents } from '../events/outbox-events';
 import { DeliveryTargets } from './delivery-targets';
 import { TransportRegistry } from '../transports/transport-registry';
@@ -48,7 +48,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   /** The worker's own async context, so a wake-up from a request never runs in that request's. */
   private scope: AsyncResource | undefined;
   private readonly state = new DeliveryState();
-  private readonly writes: FencedWrites;
+  private readonly recorder: OutcomeRecorder;
   private readonly batch: BatchContext;
 
   constructor(
@@ -62,9 +62,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.intervalName = `outbox-worker:${store.table.path}`;
     this.retentionIntervalName = `outbox-retention:${store.table.path}`;
     this.retention = options.retention ? new Retention(options.retention, store, new Logger('OutboxRetention')) : undefined;
-    this.writes = new FencedWrites(store, events, this.state);
+    // The worker's lifecycle and every outcome of its deliveries are logged under one context.
+    this.recorder = new OutcomeRecorder(options, store, events, this.state, this.logger);
     const invoker = new HandlerInvoker(events, options.testing);
-    this.batch = { options, store, targets, events, state: this.state, writes: this.writes, invoker };
+    this.batch = { options, store, targets, state: this.state, recorder: this.recorder, invoker };
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -194,11 +195,11 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     const { state } = this;
     // Taken at once: an event whose handler ends from now on goes back with the running ones.
     const running = [...state.inFlight.entries()];
-    const unstarted = new Map<string, { ids: string[]; total: OutboxDrainResult }>();
-    for (const [id, { token, total }] of state.waiting) {
-      const claim = unstarted.get(token) ?? { ids: [], total };
+    const unstarted = new Map<string, { ids: string[]; scope: ClaimScope }>();
+    for (const [id, scope] of state.waiting) {
+      const claim = unstarted.get(scope.token) ?? { ids: [], scope };
       claim.ids.push(id);
-      unstarted.set(token, claim);
+      unstarted.set(scope.token, claim);
     }
     const unstartedCount = state.waiting.size;
     state.waiting.clear();
@@ -209,10 +210,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         ` and the ${unstartedCount} claimed event(s) not started`,
     );
     await Promise.all([
-      ...[...unstarted].map(([token, { ids, total }]) => this.writes.releaseUnstarted(ids, token, total, 'shutdown')),
+      ...[...unstarted.values()].map(({ ids, scope }) => this.recorder.releaseUnstarted(ids, scope, 'shutdown')),
       ...running.map(async ([id, { token, abort }]) => {
         for (const signal of abort) signal.abort(new OutboxShutdownError());
-        await this.writes.releaseRunning(id, token);
+        await this.recorder.releaseRunning(id, token);
       }),
     ]);
   }

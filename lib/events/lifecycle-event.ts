@@ -171,7 +171,6 @@ export interface OutboxWorkerStoppedEvent {
   timedOut: boolean;
 }
 
-
 /**
  * The wake-up channel stopped working on one side (reconnection is attempted; polling still delivers
  * everything, at the poll interval). Emitted once per outage, with the error that began it.

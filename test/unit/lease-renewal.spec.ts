@@ -5,7 +5,9 @@ import { DeliveryState } from '../../lib/delivery/delivery-state';
 import { emptyResult } from '../../lib/delivery/drain-result';
 import { LazyAbort } from '../../lib/delivery/lazy-abort';
 import { LeaseRenewal, renewalIntervalMs } from '../../lib/delivery/lease-renewal';
+import { OutcomeRecorder } from '../../lib/delivery/outcome-recorder';
 import type { RenewalArgs } from '../../lib/dialects/shared/outbox-dialect.interface';
+import type { ResolvedOutboxOptions } from '../../lib/interfaces/outbox-options.interface';
 import type { OutboxStore } from '../../lib/store/outbox.store';
 import { eventually } from '../fixtures/eventually';
 
@@ -45,14 +47,18 @@ describe('LeaseRenewal', () => {
     const seen: OutboxLifecycleEvent[] = [];
     events.events$.subscribe((e) => seen.push(e));
     const total = emptyResult();
+    const scope = { token: 'T', total };
     const running = new LazyAbort();
     const gaveUp = jest.fn();
     running.onGiveUp = gaveUp;
-    state.waiting.set('waiting', { token: 'T', total });
+    state.waiting.set('waiting', scope);
     state.inFlight.set('running', { token: 'T', abort: [running] });
     // Another claim's event: never renewed by this one.
     state.inFlight.set('other', { token: 'U', abort: [] });
-    renewal = new LeaseRenewal('T', performance.now(), LEASE_MS, total, { store: fake.store, events, state });
+    // The recorder reads its options only to record a failed delivery, which a renewal never does.
+    const options = {} as ResolvedOutboxOptions;
+    const recorder = new OutcomeRecorder(options, fake.store, events, state, new Logger('OutboxWorker'));
+    renewal = new LeaseRenewal(scope, performance.now(), LEASE_MS, { store: fake.store, state, recorder });
     return { ...fake, state, seen, total, running, gaveUp, renewal };
   }
 

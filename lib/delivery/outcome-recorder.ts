@@ -1,0 +1,228 @@
+import type { Logger } from '@nestjs/common';
+import type { ClaimedEvent, FailureUpdate } from '../dialects/shared/outbox-dialect.interface';
+import type { OutboxDeadLetterReason, OutboxLeaseLostEvent, OutboxReleaseReason } from '../events/lifecycle-event';
+import type { OutboxEvents } from '../events/outbox-events';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
+import type { ClaimResult, OutboxStore } from '../store/outbox.store';
+import { describeError } from '../utils/describe-error';
+import type { ClaimScope, DeliveryState } from './delivery-state';
+import type { OutboxDrainResult } from './drain-result';
+import { deadLetterReason, decideFailure, storableError, undecodableError } from './failure-policy';
+import type { HandlerOutcome } from './handler-invoker';
+
+type UndecodableRow = ClaimResult['undecodable'][number];
+
+/**
+ * Where the outcome of every claimed event is recorded, one per worker: the write, fenced by the claim
+ * token (acknowledge, fail, release); the count in the drain result; the lifecycle event, built only
+ * while someone observes; the log line. A write the database refuses (the claim lost the lease) is
+ * counted in `lostLeases` and reported; one it fails, or one tried after shutdown closed the worker, is
+ * logged and never thrown: the lease decides then.
+ */
+export class OutcomeRecorder {
+  constructor(
+    private readonly options: ResolvedOutboxOptions,
+    private readonly store: OutboxStore,
+    private readonly events: OutboxEvents,
+    private readonly state: DeliveryState,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * A claim leased its events (and the rows it could not decode), and dead-lettered those whose last
+   * attempt outlived its lease.
+   */
+  claimed(claim: ClaimResult, total: OutboxDrainResult): void {
+    if (this.events.observed) {
+      const leased = claim.undecodable.filter((row) => !row.deadLettered);
+      const ids = [...claim.events.map((e) => e.id), ...leased.map((row) => row.id)];
+      if (ids.length > 0) this.events.emit({ type: 'claimed', token: claim.token, count: ids.length, ids });
+    }
+    for (const event of claim.deadLettered) {
+      this.dead(total, event, deadLetterReason(event), 'attempts-exhausted-at-claim', ` (${event.topic})`);
+    }
+  }
+
+  /**
+   * A claimed row the store could not decode (JSON cut short by MySQL's non-strict `sql_mode`, say):
+   * no handler can be given it, and retrying cannot mend it. Dead-lettered alone, with the reason.
+   */
+  async deadLetterUndecodable(row: UndecodableRow, scope: ClaimScope): Promise<void> {
+    const error = undecodableError(row.error);
+    // A row the claim dead-lettered already, its attempts spent, needs no write: only the reading failed.
+    if (!row.deadLettered) {
+      const update = { deadLetter: true, error: storableError(error), completedHandlers: [], retryDelayMs: 0 };
+      if (!(await this.write(row.id, scope, update))) return;
+    }
+    this.dead(scope.total, row, error, 'undecodable', '');
+  }
+
+  /** An event some of whose targets failed (or that had none): retried after its backoff, or dead-lettered. */
+  async fail(event: ClaimedEvent, scope: ClaimScope, targetCount: number, outcomes: HandlerOutcome[]): Promise<void> {
+    const { retry, testing } = this.options;
+    const decision = decideFailure(event, targetCount, outcomes, retry);
+    const { errorText, completedHandlers, deadLetter, nonRetryable } = decision;
+    const retryDelayMs = testing ? 0 : decision.retryDelayMs;
+    const update = { error: storableError(errorText), completedHandlers, deadLetter, retryDelayMs };
+    // Not written: the lease will expire and the event be claimed again.
+    if (!(await this.write(event.id, scope, update))) return;
+    if (deadLetter) {
+      const after = ` (${event.topic}) after attempt ${event.attempts}${nonRetryable ? ' (non-retryable)' : ''}`;
+      this.dead(scope.total, event, errorText, nonRetryable ? 'non-retryable' : 'handler', after);
+      return;
+    }
+    const { id, topic, attempts: attempt } = event;
+    if (this.events.observed) {
+      const dueAt = new Date(Date.now() + retryDelayMs);
+      this.events.emit({ type: 'retry.scheduled', id, topic, attempt, delayMs: retryDelayMs, dueAt, error: errorText });
+    }
+    scope.total.failed++;
+    this.logger.warn(
+      `Outbox event ${id} (${topic}) attempt ${attempt} of ${retry.maxAttempts} ` +
+        `failed; retrying in ${retryDelayMs} ms or later: ${errorText}`,
+    );
+  }
+
+  /** Whether a success may still be buffered for acknowledgement: not once shutdown has closed the worker. */
+  mayAcknowledge(id: string): boolean {
+    if (!this.state.closed) return true;
+    this.logger.warn(`Outbox acknowledgement of event ${id} skipped: the worker has shut down`);
+    return false;
+  }
+
+  /** One statement for a batch's successes `ids`, all of `batch`. */
+  async acknowledge(ids: string[], scope: ClaimScope, batch: ClaimedEvent[]): Promise<void> {
+    try {
+      const acknowledged = await this.store.acknowledge(ids, scope.token);
+      scope.total.delivered += acknowledged;
+      if (acknowledged < ids.length) {
+        this.refused(ids, ids.length - acknowledged, 'acknowledge', scope.total);
+        this.logger.warn(
+          `Outbox acknowledgement of ${ids.length - acknowledged} of ${ids.length} event(s) rejected: ` +
+            'their lease expired and another claim took them',
+        );
+      } else if (this.events.observed) {
+        const byId = new Map(batch.map((e) => [e.id, e]));
+        for (const id of ids) {
+          const event = byId.get(id)!;
+          this.events.emit({ type: 'delivered', id, topic: event.topic, attempt: event.attempts });
+        }
+      }
+    } catch (error) {
+      this.storeFailed('acknowledgement', ids.join(', '), error);
+    }
+  }
+
+  /** Not started (shutdown began, or too little lease is left): handed back with its attempt uncounted. */
+  async giveBackUnstarted(id: string, scope: ClaimScope): Promise<void> {
+    if (!(await this.write(id, scope, undefined))) return;
+    scope.total.released++;
+    if (this.events.observed) {
+      const why = this.state.stopping ? 'shutdown' : 'lease-budget';
+      this.events.emit({ type: 'released', ids: [id], uncounted: true, why });
+    }
+  }
+
+  /** Gives claimed events back uncounted, in one statement; resolves with how many went back. */
+  async releaseUnstarted(ids: string[], scope: ClaimScope, why: OutboxReleaseReason): Promise<number> {
+    try {
+      const released = await this.store.releaseMany(ids, scope.token, true);
+      scope.total.released += released;
+      if (released < ids.length) this.refused(ids, ids.length - released, 'release', scope.total);
+      else if (this.events.observed) this.events.emit({ type: 'released', ids, uncounted: true, why });
+      return released;
+    } catch (error) {
+      this.storeFailed('release', ids.join(', '), error);
+      return 0;
+    }
+  }
+
+  /** Gives back, its attempt counted, an event whose handler shutdown stopped waiting for (no drain counts it). */
+  async releaseRunning(id: string, token: string): Promise<void> {
+    let released: boolean;
+    try {
+      released = await this.store.release(id, token, false);
+    } catch (error) {
+      this.storeFailed('release', id, error);
+      return;
+    }
+    if (!released) this.refused([id], 1, 'release');
+    else if (this.events.observed) this.events.emit({ type: 'released', ids: [id], uncounted: false, why: 'shutdown' });
+  }
+
+  /** A lease renewal found `ids` no longer held: their handlers were aborted, their outcome is not written. */
+  renewalLost(ids: string[], total: OutboxDrainResult): void {
+    this.refused(ids, ids.length, 'renew', total);
+    this.logger.warn(
+      `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and another claim took ` +
+        'them; their handlers were aborted and their outcome will not be recorded',
+    );
+  }
+
+  renewalFailed(count: number, retryInMs: number, error: unknown): void {
+    this.logger.error(
+      `Outbox lease renewal of ${count} event(s) failed; trying again in ${retryInMs} ms, ` +
+        `the lease keeps its expiry meanwhile: ${describeError(error)}`,
+    );
+  }
+
+  /** A crash suspect (its previous attempt outlived its lease) runs alone, after the rest of its claim. */
+  runsAlone(event: ClaimedEvent): void {
+    this.logger.log(
+      `Outbox event ${event.id} (${event.topic}): attempt ${event.attempts - 1} did not finish before its lease ` +
+        `expired; running attempt ${event.attempts} alone`,
+    );
+  }
+
+  /**
+   * The fenced write of one event's failure (`update`) or, without it, its release uncounted. True when
+   * applied; else refused (counted and reported), failed, or skipped after shutdown, and logged.
+   */
+  private async write(id: string, scope: ClaimScope, update: FailureUpdate | undefined): Promise<boolean> {
+    const what = update ? 'failure' : 'release';
+    if (this.state.closed) {
+      this.logger.warn(`Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`);
+      return false;
+    }
+    try {
+      if (update ? await this.store.fail(id, scope.token, update) : await this.store.release(id, scope.token, true)) {
+        return true;
+      }
+      this.refused([id], 1, update ? 'fail' : 'release', scope.total);
+      this.logger.warn(`Outbox ${what} of event ${id} rejected: its lease expired and another claim took it`);
+      return false;
+    } catch (error) {
+      this.storeFailed(what, id, error);
+      return false;
+    }
+  }
+
+  /**
+   * `count` of the fenced writes of `ids` were refused: the claim lost their lease. When it is less than
+   * `ids.length`, the database did not say which; a batch shares one token, so it is all or none.
+   */
+  private refused(ids: string[], count: number, what: OutboxLeaseLostEvent['what'], total?: OutboxDrainResult): void {
+    if (total) total.lostLeases += count;
+    if (this.events.observed) this.events.emit({ type: 'lease.lost', ids, count, what });
+  }
+
+  /** Dead: counted, reported and logged; `where` follows the id in the log line. */
+  private dead(
+    total: OutboxDrainResult,
+    event: { id: string; topic: string; attempts: number },
+    error: string,
+    reason: OutboxDeadLetterReason,
+    where: string,
+  ): void {
+    total.deadLettered++;
+    if (this.events.observed) {
+      const { id, topic, attempts: attempt } = event;
+      this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason });
+    }
+    this.logger.error(`Dead-lettered outbox event ${event.id}${where}: ${error}`);
+  }
+
+  private storeFailed(what: string, id: string, error: unknown): void {
+    this.logger.error(`Outbox ${what} of event ${id} failed; its lease will expire: ${describeError(error)}`);
+  }
+}
