@@ -77,9 +77,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     const { retention } = this;
     if (retention) this.registry.addInterval(this.retentionIntervalName, setInterval(() => retention.tick(), retention.intervalMs));
     this.scope = new AsyncResource('OutboxWorker');
-    this.store.onCommitted(() => this.kick());
-    this.store.onWakeUpError((error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`));
-    await this.store.wakeUp?.listen(() => this.kick());
+    await this.store.listenForWakeUps(
+      () => this.kick(),
+      (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`),
+    );
     if (this.events.observed) this.events.emit({ type: 'worker.started' });
     this.poll();
   }
@@ -163,7 +164,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
 
   async beforeApplicationShutdown(): Promise<void> {
     this.state.stopping = true;
-    await this.store.wakeUp?.close();
+    await this.store.closeWakeUp();
     for (const name of [this.intervalName, this.retentionIntervalName]) {
       if (this.registry?.doesExist('interval', name)) this.registry.deleteInterval(name);
     }

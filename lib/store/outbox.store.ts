@@ -78,9 +78,20 @@ export class OutboxStore implements OnModuleInit {
     dataSource.subscribers.push(this.commits.subscriber());
   }
 
-  /** Calls `listener` with each error of the wake-up channel (either side). */
-  onWakeUpError(listener: (error: unknown) => void): void {
-    this.wakeUpReports.onError(listener);
+  /**
+   * For the worker: calls `wake` after this instance's commits that published, and on every
+   * notification of another instance (the channel listens from now on); `onError` hears of every error
+   * of the channel, either side.
+   */
+  async listenForWakeUps(wake: () => void, onError: (error: unknown) => void): Promise<void> {
+    this.commits.onCommitted(wake);
+    this.wakeUpReports.onError(onError);
+    await this.wakeUp?.listen(wake);
+  }
+
+  /** Closes the wake-up channel: at shutdown, before the application's own connections close. */
+  async closeWakeUp(): Promise<void> {
+    await this.wakeUp?.close();
   }
 
   /** Calls `listener` after every commit of a transaction that published events. */
