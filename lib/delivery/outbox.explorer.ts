@@ -36,14 +36,14 @@ export class OutboxExplorer implements OnModuleInit {
   }
 
   private explore(wrapper: InstanceWrapper, kind: 'provider' | 'controller'): void {
-    const { instance } = wrapper;
+    const instance = wrapper.instance as Record<string, unknown> | null | undefined;
     if (!instance || typeof instance !== 'object') return;
-    const prototype = Object.getPrototypeOf(instance);
+    const prototype = Object.getPrototypeOf(instance) as Record<string, unknown> | null;
     if (!prototype) return;
     for (const methodName of this.scanner.getAllMethodNames(prototype)) {
       const entries = getOutboxHandlerMetadata(prototype[methodName]);
       if (entries.length === 0) continue;
-      const owner = `${instance.constructor?.name ?? 'anonymous'}.${methodName}`;
+      const owner = `${(instance.constructor as { name?: string } | undefined)?.name ?? 'anonymous'}.${methodName}`;
       if (!wrapper.isDependencyTreeStatic()) {
         this.logger.warn(
           `@OutboxHandler on ${owner} is ignored: its ${kind} is request-scoped, and the worker runs outside any request`,
@@ -51,7 +51,8 @@ export class OutboxExplorer implements OnModuleInit {
         continue;
       }
       for (const { topic, options } of entries) {
-        this.register(owner, topic, options, instance[methodName].bind(instance));
+        // The metadata sits on a method, so this is a function of the instance.
+        this.register(owner, topic, options, (instance[methodName] as OutboxHandlerFn).bind(instance));
       }
     }
   }

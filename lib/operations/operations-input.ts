@@ -117,14 +117,14 @@ export function validateIds(field: string, value: unknown): string[] {
 
 function states(value: unknown): OutboxEventState[] | undefined {
   if (value === undefined) return undefined;
-  const list = Array.isArray(value) ? value : [value];
+  const list: unknown[] = Array.isArray(value) ? value : [value];
   if (list.length === 0) throw new OutboxValidationError('filter.status', 'expected a state or a non-empty list of states');
   const result = new Set<OutboxEventState>();
   for (const state of list) {
     if (state === 'pending') {
       result.add('due');
       result.add('scheduled');
-    } else if (STATES.includes(state)) result.add(state);
+    } else if (STATES.includes(state as OutboxEventState)) result.add(state as OutboxEventState);
     else {
       throw new OutboxValidationError(
         'filter.status',
@@ -191,7 +191,7 @@ export function validatePage(value: unknown): PageQuery {
   if (p.cursor === undefined) return { limit, newestFirst };
   let opened: { o?: unknown; id?: unknown } | undefined;
   try {
-    opened = typeof p.cursor === 'string' ? JSON.parse(Buffer.from(p.cursor, 'base64url').toString('utf8')) : undefined;
+    opened = typeof p.cursor === 'string' ? (JSON.parse(Buffer.from(p.cursor, 'base64url').toString('utf8')) as typeof opened) : undefined;
   } catch {
     opened = undefined;
   }

@@ -215,7 +215,7 @@ export class OutboxOperations {
       for (const row of await run(this.sql.deliveredByTopic())) topic(row.topic).delivered = Number(row.n);
       delivered = [...byTopic.values()].reduce((total, stats) => total + (stats.delivered ?? 0), 0);
     } else {
-      delivered = Math.max(0, estimatedRows! - sum('due') - sum('scheduled') - sum('inFlight') - sum('dead'));
+      delivered = Math.max(0, estimatedRows - sum('due') - sum('scheduled') - sum('inFlight') - sum('dead'));
     }
     const clock = clockRows[0] ?? {};
     return {

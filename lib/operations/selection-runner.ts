@@ -27,7 +27,7 @@ type ChunkOutcome = Omit<OutboxOperationResult, 'dryRun'>;
 
 /** The error text a dead letter is grouped by. */
 export function failureText(row: Record<string, unknown>): string {
-  return String(row.last_error ?? row.note ?? '(no error recorded)');
+  return (row.last_error ?? row.note ?? '(no error recorded)') as string;
 }
 
 /** Restricts a filter to the one state an operation changes; a filter asking for another state is a mistake. */

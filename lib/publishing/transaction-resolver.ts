@@ -42,5 +42,5 @@ function ambientManager(options: ResolutionOptions): EntityManager | undefined {
     return undefined; // ClsPluginTransactional is not registered: only { manager } can work.
   }
   // Never `host.tx` without an active transaction: that is the non-transactional fallback manager.
-  return host.isTransactionActive() ? (host.tx as EntityManager) : undefined;
+  return host.isTransactionActive() ? host.tx : undefined;
 }
