@@ -18,13 +18,15 @@ const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, strin
 const batch = Number(batchText ?? 500);
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const gc = () => (global as { gc?: () => void }).gc?.();
+/** An error's stack, or whatever else was thrown. */
+const stackOf = (error: unknown) => (error instanceof Error && error.stack ? error.stack : String(error));
 
 function onGo(run: () => Promise<void>) {
   createInterface({ input: process.stdin }).once('line', () => {
     run().then(
       () => process.exit(0),
-      (error) => {
-        process.stderr.write(`${error?.stack ?? error}\n`);
+      (error: unknown) => {
+        process.stderr.write(`${stackOf(error)}\n`);
         process.exit(1);
       },
     );
@@ -111,7 +113,7 @@ async function main() {
   });
 }
 
-main().catch((error) => {
-  process.stderr.write(`${error?.stack ?? error}\n`);
+main().catch((error: unknown) => {
+  process.stderr.write(`${stackOf(error)}\n`);
   process.exit(1);
 });

@@ -70,6 +70,14 @@ const PURGE_WAIT_MS = 180_000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6;
 
+/** The parts of MariaDB's `ANALYZE FORMAT=JSON` of the claim's selection that the probe reads. */
+interface MariadbAnalyze {
+  query_block: {
+    r_total_time_ms: number;
+    nested_loop?: Array<{ table?: { r_engine_stats?: { pages_accessed?: number } } }>;
+  };
+}
+
 /** A connection outside every pool that opens a transaction, reads, and then does nothing. */
 interface Holder {
   /** What the monitoring views show of it: the proof that it holds the horizon back. */
@@ -104,9 +112,9 @@ async function holdPostgres(): Promise<Holder> {
   // transaction-long snapshot, or a transaction that wrote, holds the horizon.
   await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
   await holder.query(`SELECT count(*) FROM "${TABLE}_orders"`);
-  const pid = (await holder.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
   const describe = async () => {
-    const { rows } = await observer.query(
+    const { rows } = await observer.query<{ state: string; xmin: string | null; age: number; seconds: string }>(
       `SELECT state, backend_xmin::text AS xmin, age(backend_xmin) AS age, round(extract(epoch FROM now() - xact_start)) AS seconds
        FROM pg_stat_activity WHERE pid = $1`,
       [pid],
@@ -181,9 +189,9 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
         // In a READ COMMITTED transaction, as the claim runs: at the session's REPEATABLE READ the same
         // selection walks far fewer pages past the unpurged history, and would understate it.
         const { rows } = await r.transaction((query) => query(`ANALYZE FORMAT=JSON ${selection.sql}`, selection.params));
-        const block = JSON.parse(String(rows[0].ANALYZE)).query_block;
-        const table = block.nested_loop?.[0]?.table ?? {};
-        server.push({ ms: block.r_total_time_ms, pages: table.r_engine_stats?.pages_accessed ?? NaN });
+        const block = (JSON.parse(String(rows[0].ANALYZE)) as MariadbAnalyze).query_block;
+        const stats = block.nested_loop?.[0]?.table?.r_engine_stats;
+        server.push({ ms: block.r_total_time_ms, pages: stats?.pages_accessed ?? NaN });
       }
     }
     server.sort((a, b) => a.ms - b.ms);

@@ -25,7 +25,7 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
         const client = await p.connect();
         try {
           await client.query('BEGIN');
-          const result = await work(run(client as never));
+          const result = await work(run(client));
           await client.query('COMMIT');
           return result;
         } catch (error) {
@@ -46,13 +46,13 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
       return Array.isArray(r) ? { rows: r as Record<string, unknown>[], affected: 0 } : { rows: [], affected: (r as { affectedRows: number }).affectedRows };
     };
     return {
-      query: run(p as never),
+      query: run(p),
       transaction: async (work) => {
         const c = await p.getConnection();
         try {
           await c.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
           await c.beginTransaction();
-          const result = await work(run(c as never));
+          const result = await work(run(c));
           await c.commit();
           return result;
         } catch (error) {
@@ -69,11 +69,13 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
   const d = new Database(SQLITE_FILE);
   d.pragma('journal_mode = WAL');
   d.pragma('busy_timeout = 30000');
-  const query = async (sql: string, params: unknown[] = []) => {
-    const statement = d.prepare(sql);
-    if (statement.reader) return { rows: statement.all(...params) as Record<string, unknown>[], affected: 0 };
-    return { rows: [], affected: statement.run(...params).changes };
-  };
+  // The driver is synchronous: the promise is the interface's, and it rejects with what the driver throws.
+  const query = (sql: string, params: unknown[] = []) =>
+    new Promise<{ rows: Record<string, unknown>[]; affected: number }>((resolve) => {
+      const statement = d.prepare(sql);
+      if (statement.reader) resolve({ rows: statement.all(...params) as Record<string, unknown>[], affected: 0 });
+      else resolve({ rows: [], affected: statement.run(...params).changes });
+    });
   // One connection: concurrent clients take turns, as they do through the library's gate.
   let turn: Promise<unknown> = Promise.resolve();
   return {
@@ -93,7 +95,10 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
       turn = run.catch(() => undefined);
       return run;
     },
-    close: async () => void d.close(),
+    close: () => {
+      d.close();
+      return Promise.resolve();
+    },
   };
 }
 

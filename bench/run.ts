@@ -87,17 +87,17 @@ function child(args: string[], nodeArgs: string[] = []): Child {
     proc.on('exit', (code) => code !== 0 && code !== null && reject(new Error(`child ${args.join(' ')} exited ${code}`)));
   });
   proc.on('exit', (code) => code && rejectAll(new Error(`child ${args.join(' ')} exited ${code}`)));
-  createInterface({ input: proc.stdout! }).on('line', (line) => {
+  createInterface({ input: proc.stdout }).on('line', (line) => {
     lines.push(line);
     if (line === 'READY') resolveReady();
-    else if (line.startsWith('{')) resolveResult(JSON.parse(line));
+    else if (line.startsWith('{')) resolveResult(JSON.parse(line) as Record<string, number>);
     for (const l of listeners) l(line);
   });
   return {
     ready,
     lines,
     onLine: (l) => listeners.push(l),
-    go: () => proc.stdin!.write('go\n'),
+    go: () => proc.stdin.write('go\n'),
     result,
     kill: () => proc.kill('SIGKILL'),
   };
@@ -194,14 +194,16 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
   const n =
     impl === 'relay'
       ? await relayDelivered(db, r, TABLE)
-      : (
-          await r.query(
-            `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
-          )
-        ).rows[0].n;
+      : Number(
+          (
+            await r.query(
+              `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
+            )
+          ).rows[0].n,
+        );
   if (impl === 'relay') await dropRelayTable(db, r, TABLE);
   await r.close();
-  const exactlyOnce = delivered === SIZES.drainEvents && Number(n) === SIZES.drainEvents;
+  const exactlyOnce = delivered === SIZES.drainEvents && n === SIZES.drainEvents;
   if (!exactlyOnce) throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${SIZES.drainEvents}`);
   return { eventsPerSecond: SIZES.drainEvents / (ms / 1000), exactlyOnce };
 }
@@ -381,12 +383,13 @@ type R = {
 };
 
 function report(results: Record<string, unknown>, dbs: Db[]): string {
+  const { machine, date, drainRounds, notes } = results as { machine: string; date: string; drainRounds?: number; notes?: string[] };
   const f = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
   const lines = [
-    `Machine: ${results.machine}. ${results.date}. Drain: ${f(SIZES.drainEvents)} events, no-op handler${results.drainRounds ? `, medians of ${results.drainRounds} interleaved rounds` : ', one round'}.`,
+    `Machine: ${machine}. ${date}. Drain: ${f(SIZES.drainEvents)} events, no-op handler${drainRounds ? `, medians of ${drainRounds} interleaved rounds` : ', one round'}.`,
     // Remarks added to latest.json by hand, e.g. a section re-run alone after the full run.
-    ...((results.notes as string[] | undefined) ?? []).flatMap((note) => ['', note]),
+    ...(notes ?? []).flatMap((note) => ['', note]),
     '',
     `Enqueue: medians of ${ENQUEUE_ROUNDS} interleaved rounds of ${SIZES.enqueueSeconds} s per variant.`,
     '',
@@ -462,7 +465,7 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-main().catch((error) => {
-  log(error?.stack ?? String(error));
+main().catch((error: unknown) => {
+  log(error instanceof Error && error.stack ? error.stack : String(error));
   process.exit(1);
 });

@@ -7,7 +7,7 @@
  *
  * `npx ts-node --transpile-only -P tsconfig.json bench/sqlite-enqueue.ts` — a file in /tmp, nothing else touched.
  */
-import Database = require('better-sqlite3');
+import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';

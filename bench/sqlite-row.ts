@@ -10,7 +10,7 @@
  *
  * `npx ts-node --transpile-only -P tsconfig.json bench/sqlite-row.ts` — files in /tmp, nothing else touched.
  */
-import Database = require('better-sqlite3');
+import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -76,9 +76,9 @@ async function library(): Promise<Cost> {
     }
   })();
   // The dialect's claim is async over an executor; the statement itself runs synchronously inside it.
-  const run = async ({ sql, params }: Statement) => {
+  const run = ({ sql, params }: Statement) => {
     const rows = db.prepare(sql).all(...params) as Record<string, unknown>[];
-    return { rows, affected: rows.length };
+    return Promise.resolve({ rows, affected: rows.length });
   };
   const executor: SqlExecutor = { run, transaction: (work) => work(run) };
   let token = '';

@@ -8,7 +8,7 @@ export class DeliveryLogHandler {
   private readonly logger = new Logger(DeliveryLogHandler.name);
 
   @OutboxHandler(ORDER_PLACED)
-  async onOrderPlaced(message: OutboxMessage<OrderPlacedEvent>): Promise<void> {
+  onOrderPlaced(message: OutboxMessage<OrderPlacedEvent>): void {
     this.logger.log(`${message.topic} delivered: order ${message.payload.orderId}, attempt ${message.attempt}`);
   }
 }

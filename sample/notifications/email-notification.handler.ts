@@ -13,7 +13,7 @@ export class EmailNotificationHandler {
   retries = 0;
 
   @OutboxHandler(ORDER_PLACED)
-  async sendConfirmation(message: OutboxMessage<OrderPlacedEvent>): Promise<void> {
+  sendConfirmation(message: OutboxMessage<OrderPlacedEvent>): void {
     const { orderId, customer } = message.payload;
     if (message.attempt === 1) {
       this.logger.warn(`Mail server unavailable (simulated) for order ${orderId}; the outbox will retry`);

@@ -5,6 +5,7 @@
  */
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/outbox.store';
+import { describeError } from '../../lib/utils/describe-error';
 import { backends } from '../fixtures/backends';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
 import {
@@ -64,7 +65,7 @@ async function breachOf(contract: Contract, app: TestApp): Promise<ContractBreac
   throw new Error(
     outcome === undefined
       ? `"${contract.title}" held: the variant went unnoticed`
-      : `"${contract.title}" failed for another reason than a broken clause: ${String(outcome)}`,
+      : `"${contract.title}" failed for another reason than a broken clause: ${describeError(outcome)}`,
     { cause: outcome },
   );
 }

@@ -85,8 +85,8 @@ interface Row {
 /** The backend-specific SQL this test needs: its clock, and times rendered as sortable text. */
 interface ClockSql {
   now: string;
-  time(column: string): string;
-  json(column: string): string;
+  time: (column: string) => string;
+  json: (column: string) => string;
   oneMsAgo: string;
 }
 
@@ -162,12 +162,12 @@ async function readRows(r: Real): Promise<Map<string, Row>> {
         id: String(row.id),
         status: String(row.status),
         attempts: Number(row.attempts),
-        claim_token: row.claim_token == null ? null : String(row.claim_token),
+        claim_token: (row.claim_token as string | null) ?? null,
         last_error: (row.last_error as string | null) ?? null,
         note: (row.note as string | null) ?? null,
         completed_handlers: String(row.completed_handlers),
         available_at: String(row.available_at),
-        processed_at: row.processed_at == null ? null : String(row.processed_at),
+        processed_at: (row.processed_at as string | null) ?? null,
         created_at: String(row.created_at),
         future: row.future === true || Number(row.future) === 1,
       };
@@ -329,7 +329,7 @@ class Claim implements Cmd {
     same(
       { taken: sorted(result.events.map((e) => e.id)), dead: sorted(result.deadLettered.map((e) => e.id)) },
       { taken: expected.taken, dead: expected.dead },
-      `${this}: not the oldest due rows (due, oldest first: ${due.map(short).join(' ')})`,
+      `${this.toString()}: not the oldest due rows (due, oldest first: ${due.map(short).join(' ')})`,
     );
     applyClaim(m, this.worker, result, this.toString());
     await verify(m, r, new Set(expected.picked), this.toString());
@@ -355,16 +355,16 @@ class ClaimTogether implements Cmd {
     const [ra, rb] = await Promise.all([claim(this.a.batchSize), claim(this.b.batchSize)]);
     const idsOf = (c: typeof ra) => [...c.events, ...c.deadLettered].map((e) => e.id);
     const both = new Set(idsOf(ra).filter((id) => idsOf(rb).includes(id)));
-    check(both.size === 0, () => `${this}: both claims took ${[...both].map(short).join(' ')}`);
+    check(both.size === 0, () => `${this.toString()}: both claims took ${[...both].map(short).join(' ')}`);
     const withinBatch = idsOf(ra).length <= this.a.batchSize && idsOf(rb).length <= this.b.batchSize;
-    check(withinBatch, () => `${this}: a claim exceeded its batch`);
+    check(withinBatch, () => `${this.toString()}: a claim exceeded its batch`);
     same(
       {
         taken: sorted([...ra.events, ...rb.events].map((e) => e.id)),
         dead: sorted([...ra.deadLettered, ...rb.deadLettered].map((e) => e.id)),
       },
       { taken: expected.taken, dead: expected.dead },
-      `${this}: together not the oldest due rows (due, oldest first: ${due.map(short).join(' ')})`,
+      `${this.toString()}: together not the oldest due rows (due, oldest first: ${due.map(short).join(' ')})`,
     );
     if (idsOf(ra).length > 0 && idsOf(rb).length > 0) count('concurrent claims both took rows');
     applyClaim(m, this.a.worker, ra, this.toString());
@@ -410,7 +410,7 @@ class Acknowledge implements Cmd {
     const reasons = new Map(ids.map((id) => [id, staleReason(m.events.get(id)!, token, this.t.forged)]));
 
     const acknowledged = await r.store.acknowledge(ids, token);
-    same(acknowledged, expected.length, `${this}: acknowledged count for ids ${ids.map(short).join(' ')}`);
+    same(acknowledged, expected.length, `${this.toString()}: acknowledged count for ids ${ids.map(short).join(' ')}`);
 
     for (const id of expected) countLate(m.events.get(id)!, 'acknowledge');
     for (const id of expected) Object.assign(m.events.get(id)!, { status: 'delivered', token: null });
@@ -440,13 +440,13 @@ class Fail implements Cmd {
 
     const update = { error, completedHandlers: ['sm.first'], deadLetter: this.deadLetter, retryDelayMs: 0 };
     const ok = await r.store.fail(id, token, update);
-    same(ok, applies, `${this}: fail(…${short(id)}, token …${short(token)}) result`);
+    same(ok, applies, `${this.toString()}: fail(…${short(id)}, token …${short(token)}) result`);
 
     count(applies ? `fail applied (${this.deadLetter ? 'dead letter' : 'retry'})` : `stale fail: ${reason}`);
     if (applies) countLate(e, 'fail');
     if (applies) Object.assign(e, { status: this.deadLetter ? 'dead' : 'pending', token: null, lastError: error });
     const rows = await verify(m, r, new Set(applies ? [id] : []), this.toString());
-    if (applies) same(JSON.parse(rows.get(id)!.completed_handlers), ['sm.first'], `${this}: completed handlers of …${short(id)}`);
+    if (applies) same(JSON.parse(rows.get(id)!.completed_handlers), ['sm.first'], `${this.toString()}: completed handlers of …${short(id)}`);
   }
   toString = () => `fail(${one(this.t, this.pick)}, ${this.deadLetter ? 'dead letter' : 'retry now'})`;
 }
@@ -467,7 +467,7 @@ class Release implements Cmd {
     const reason = staleReason(e, token, this.t.forged);
 
     const ok = await r.store.release(id, token, this.uncount);
-    same(ok, applies, `${this}: release(…${short(id)}, token …${short(token)}) result`);
+    same(ok, applies, `${this.toString()}: release(…${short(id)}, token …${short(token)}) result`);
 
     count(applies ? `release applied (${this.uncount ? 'uncounted' : 'counted'})` : `stale release: ${reason}`);
     if (applies) countLate(e, 'release');
@@ -494,7 +494,7 @@ class ReleaseMany implements Cmd {
     const reasons = new Map(ids.map((id) => [id, staleReason(m.events.get(id)!, token, this.t.forged)]));
 
     const released = await r.store.releaseMany(ids, token, this.uncount);
-    same(released, expected.length, `${this}: released count for ids ${ids.map(short).join(' ')}`);
+    same(released, expected.length, `${this.toString()}: released count for ids ${ids.map(short).join(' ')}`);
 
     for (const id of expected) {
       const e = m.events.get(id)!;
@@ -525,7 +525,7 @@ class Expire implements Cmd {
     e.leaseLive = false;
     count('lease expired');
     const after = (await verify(m, r, new Set([e.id]), this.toString())).get(e.id)!;
-    same({ ...after, available_at: before.available_at, future: true }, before, `${this}: more than the lease end changed`);
+    same({ ...after, available_at: before.available_at, future: true }, before, `${this.toString()}: more than the lease end changed`);
   }
   toString = () => `expire(in-flight #${this.pick})`;
 }

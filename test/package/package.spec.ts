@@ -28,6 +28,30 @@ interface PackedFile {
   path: string;
 }
 
+/** One package of `npm pack --json`: the tarball and what it holds. */
+interface Pack {
+  filename: string;
+  files: PackedFile[];
+}
+
+/** The parts of package.json that say which peers a consumer installs. */
+interface Manifest {
+  peerDependencies: Record<string, string>;
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+}
+
+/** The fields of a source map that name its sources. */
+interface SourceMap {
+  sourceRoot?: string;
+  sources: string[];
+}
+
+/** What the consumer scripts below print: where the package resolved from, and the types of two exports. */
+interface Resolution {
+  from: string;
+  types: string[];
+}
+
 function run(command: string, args: string[], cwd: string): { status: number | null; stdout: string; stderr: string } {
   const result = spawnSync(command, args, { cwd, encoding: 'utf8' });
   if (result.error) throw result.error;
@@ -58,7 +82,7 @@ function buildIfStale(): void {
 
 /** The peers a consumer must install (README, Install), plus Node's types, which the shipped declarations use. */
 function requiredPeers(): string[] {
-  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Manifest;
   const optional = manifest.peerDependenciesMeta ?? {};
   return [...Object.keys(manifest.peerDependencies).filter((peer) => !optional[peer]?.optional), '@types/node'];
 }
@@ -95,8 +119,8 @@ describe('the packed package', () => {
   beforeAll(() => {
     buildIfStale();
     work = mkdtempSync(join(tmpdir(), 'outbox-package-'));
-    const [pack] = JSON.parse(succeed('npm', ['pack', '--json', '--pack-destination', work], root));
-    packed = new Set((pack.files as PackedFile[]).map((file) => file.path));
+    const [pack] = JSON.parse(succeed('npm', ['pack', '--json', '--pack-destination', work], root)) as Pack[];
+    packed = new Set(pack.files.map((file) => file.path));
 
     consumer = join(work, 'consumer');
     const modules = join(consumer, 'node_modules');
@@ -137,8 +161,8 @@ describe('the packed package', () => {
     expect(maps).toContain('dist/index.js.map');
     const missing: string[] = [];
     for (const map of maps) {
-      const { sourceRoot = '', sources } = JSON.parse(readFileSync(join(installed, map), 'utf8'));
-      for (const source of sources as string[]) {
+      const { sourceRoot = '', sources } = JSON.parse(readFileSync(join(installed, map), 'utf8')) as SourceMap;
+      for (const source of sources) {
         const file = posix.normalize(posix.join(posix.dirname(map), sourceRoot, source));
         if (!packed.has(file)) missing.push(`${map} -> ${file}`);
       }
@@ -186,7 +210,7 @@ describe('the packed package', () => {
       `import { OutboxModule, OutboxService } from '${name}';\n` +
       `const types = [typeof OutboxModule, typeof OutboxService];\n` +
       `console.log(JSON.stringify({ from: import.meta.resolve('${name}'), types }));`;
-    const { from, types } = JSON.parse(succeed(process.execPath, ['--input-type=module', '-e', script], consumer));
+    const { from, types } = JSON.parse(succeed(process.execPath, ['--input-type=module', '-e', script], consumer)) as Resolution;
     expect(realpathSync(fileURLToPath(from))).toBe(join(realpathSync(installed), 'dist', 'index.js'));
     expect(types).toEqual(['function', 'function']);
   });
@@ -196,7 +220,7 @@ describe('the packed package', () => {
       `const outbox = require('${name}');\n` +
       `const types = [typeof outbox.OutboxModule, typeof outbox.OutboxService];\n` +
       `console.log(JSON.stringify({ from: require.resolve('${name}'), types }));`;
-    const { from, types } = JSON.parse(succeed(process.execPath, ['-e', script], consumer));
+    const { from, types } = JSON.parse(succeed(process.execPath, ['-e', script], consumer)) as Resolution;
     expect(realpathSync(from)).toBe(join(realpathSync(installed), 'dist', 'index.js'));
     expect(types).toEqual(['function', 'function']);
   });

@@ -14,7 +14,7 @@ import { sqliteFile } from '../../lib/dialects/sqlite/sqlite-file-wake-up';
 /** Answers the version query the way each server does; the dialect only reads one column. */
 function serverReporting(column: string, version: string): SqlExecutor {
   return {
-    run: async () => ({ rows: [{ [column]: version }], affected: 0 }),
+    run: () => Promise.resolve({ rows: [{ [column]: version }], affected: 0 }),
     transaction: () => Promise.reject(new Error('not used')),
   };
 }

@@ -24,7 +24,7 @@ class Chain {
   }
 
   @OutboxHandler('order.followup')
-  async onFollowup(m: OutboxMessage) {
+  onFollowup(m: OutboxMessage) {
     this.delivered.push(m);
   }
 }
@@ -124,9 +124,10 @@ describe.each(sqliteBackends())('SQLite (%s): one connection shared by the appli
     const insert = `INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`;
     const go = deferred();
     let later: Promise<unknown> | undefined;
-    await app.dataSource.transaction(async () => {
+    await app.dataSource.transaction(() => {
       // Fire and forget: the continuation keeps this transaction's async context after its commit.
       later = go.promise.then(() => app.dataSource.transaction((manager) => manager.query(insert, ['later', 'own'])));
+      return Promise.resolve();
     });
     const runner = app.dataSource.createQueryRunner();
     await runner.startTransaction();

@@ -17,7 +17,7 @@ class Sink {
   readonly calls = new Map<string, number>();
 
   @OutboxHandler('race')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     if (!this.healed) throw new OutboxNonRetryableError('not yet');
     this.calls.set(m.id, (this.calls.get(m.id) ?? 0) + 1);
   }

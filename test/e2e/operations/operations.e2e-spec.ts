@@ -24,30 +24,30 @@ class Sink {
   healed = false;
 
   @OutboxHandler('order.placed')
-  async placed(m: OutboxMessage) {
+  placed(m: OutboxMessage) {
     this.calls.push(m);
   }
 
   @OutboxHandler('order.flaky')
-  async flaky(m: OutboxMessage) {
+  flaky(m: OutboxMessage) {
     this.calls.push(m);
     const failure = this.failures.shift();
     if (failure) throw new Error(failure);
   }
 
   @OutboxHandler('order.doomed')
-  async doomed(m: OutboxMessage<{ order: number }>) {
+  doomed(m: OutboxMessage<{ order: number }>) {
     if (this.healed) return;
     throw new OutboxNonRetryableError(`order ${m.payload.order} not found in "warehouse-${m.payload.order}"`);
   }
 
   @OutboxHandler('payment.doomed')
-  async payment(_m: OutboxMessage) {
+  payment() {
     throw new OutboxNonRetryableError('card declined');
   }
 
   @OutboxHandler('text.doomed')
-  async text(m: OutboxMessage<{ error: string }>) {
+  text(m: OutboxMessage<{ error: string }>) {
     throw new OutboxNonRetryableError(m.payload.error);
   }
 }
@@ -139,7 +139,7 @@ describe.each(backends())('operations on %s', (backend) => {
     const byId = new Map(all.items.map((i) => [i.id, i]));
     expect(byId.get(e.delivered.id)).toMatchObject({ status: 'delivered', state: 'delivered', attempts: 1, key: 'customer-1', payload: { n: 1 } });
     expect(byId.get(e.delivered.id)!.processedAt).toBeInstanceOf(Date);
-    expect(byId.get(e.deadA.id)).toMatchObject({ status: 'dead', state: 'dead', lastError: expect.stringContaining('order 41 not found') });
+    expect(byId.get(e.deadA.id)).toMatchObject({ status: 'dead', state: 'dead', lastError: expect.stringContaining('order 41 not found') as string });
     expect(byId.get(e.scheduled.id)).toMatchObject({ status: 'pending', state: 'scheduled', leaseExpiresAt: null });
     expect(byId.get(e.scheduled.id)!.dueAt!.getTime()).toBeGreaterThan(Date.now() + HOUR_MS / 2);
     expect(byId.get(e.due.id)).toMatchObject({ state: 'due', dedupeKey: 'order-6' });
@@ -449,7 +449,7 @@ describe.each(backends())('operations on %s', (backend) => {
     expect(stats.oldestDueAgeMs).toBeGreaterThanOrEqual(110_000);
     expect(stats.oldestDueAgeMs).toBeLessThan(HOUR_MS);
     expect(Math.abs(stats.at.getTime() - Date.now())).toBeLessThan(HOUR_MS);
-    expect(await ops.stats({ exact: true })).toEqual({ ...stats, at: expect.any(Date), oldestDueAgeMs: expect.any(Number) });
+    expect(await ops.stats({ exact: true })).toEqual({ ...stats, at: expect.any(Date) as Date, oldestDueAgeMs: expect.any(Number) as number });
 
     // Deliveries an hour ago and more are not recent.
     await app.raw.query(app.sql(`UPDATE "${app.table}" SET "processed_at" = ${minutesFromNow(backend, -61)} WHERE "status" = 'delivered'`));

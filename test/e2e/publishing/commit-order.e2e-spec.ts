@@ -8,7 +8,7 @@ import { createTestApp, type TestApp } from '../../fixtures/test-app';
 class Seen {
   names: string[] = [];
   @OutboxHandler('ordered')
-  async handle(m: OutboxMessage<{ name: string }>) {
+  handle(m: OutboxMessage<{ name: string }>) {
     this.names.push(m.payload.name);
   }
 }

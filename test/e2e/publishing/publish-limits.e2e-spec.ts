@@ -10,7 +10,7 @@ import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app
 class Recorder {
   readonly seen: OutboxMessage[] = [];
   @OutboxHandler('order.placed')
-  async onPlaced(message: OutboxMessage) {
+  onPlaced(message: OutboxMessage) {
     this.seen.push(message);
   }
 }
@@ -110,7 +110,7 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
     );
     expect(new Set(results.map((r) => r.id)).size).toBe(total);
     const rows = await app.raw.query<{ payload: unknown }>(`SELECT "payload" FROM "${app.table}"`);
-    const numbers = rows.map((r) => (typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload).n);
+    const numbers = rows.map((r) => ((typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload) as { n: number }).n);
     expect(numbers.sort((a: number, b: number) => a - b)).toEqual(Array.from({ length: total }, (_, n) => n));
   });
 });
@@ -127,7 +127,7 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
       providers: [Recorder],
       extraTypeOrm: { driver: laxMysql2(), connectorPackage: 'mysql2' } as never,
     });
-    const [{ mode }] = await app.txHost.withTransaction(() => app.txHost.tx.query('SELECT @@SESSION.sql_mode AS mode'));
+    const [{ mode }] = await app.txHost.withTransaction(() => app.txHost.tx.query<Array<{ mode: string }>>('SELECT @@SESSION.sql_mode AS mode'));
     expect(mode).toBe('');
 
     const largest = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`h${i}`, 'x'.repeat(4096)]));

@@ -19,7 +19,7 @@ import { createTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../f
 class Recorder {
   readonly seen: OutboxMessage[] = [];
   @OutboxHandler('order.placed')
-  async onPlaced(message: OutboxMessage) {
+  onPlaced(message: OutboxMessage) {
     this.seen.push(message);
   }
 }
@@ -90,7 +90,9 @@ describe.each(backends())('publish on %s', (backend) => {
   });
 
   it('says whose manager is outside a transaction: the one passed, or the resolver’s', async () => {
-    const passed = await app.outbox.publish('quick', {}, { manager: app.dataSource.manager }).catch((e) => e);
+    const passed = (await app.outbox
+      .publish('quick', {}, { manager: app.dataSource.manager })
+      .catch((e: unknown) => e)) as Error;
     expect(passed).toBeInstanceOf(OutboxTransactionRequiredError);
     expect(passed.message).toMatch(/the EntityManager passed as \{ manager \} is not inside a transaction/);
     await app.dispose();
@@ -98,7 +100,7 @@ describe.each(backends())('publish on %s', (backend) => {
     let resolved: unknown;
     app = await createTestApp({ backend, outbox: { transactionResolver: () => resolved as never } });
     resolved = app.dataSource.manager;
-    const fromResolver = await app.outbox.publish('quick', {}).catch((e) => e);
+    const fromResolver = (await app.outbox.publish('quick', {}).catch((e: unknown) => e)) as Error;
     expect(fromResolver).toBeInstanceOf(OutboxTransactionRequiredError);
     expect(fromResolver.message).toMatch(/the transaction resolver returned an EntityManager that is not inside a transaction/);
     resolved = null;
@@ -121,7 +123,7 @@ describe.each(backends())('publish on %s', (backend) => {
         throw new Error('abort');
       }),
     ).rejects.toThrow('abort');
-    expect((await outboxRows(app)).map((r) => JSON.parse(JSON.stringify(r.payload)))).toHaveLength(1);
+    expect((await outboxRows(app)).map((r) => JSON.parse(JSON.stringify(r.payload)) as unknown)).toHaveLength(1);
   });
 
   it('refuses a transaction of another DataSource', async () => {
@@ -129,7 +131,9 @@ describe.each(backends())('publish on %s', (backend) => {
     const other = new DataSource({ ...typeOrmOptions(backend, app.table, path), migrations: [], migrationsRun: false } as never);
     await other.initialize();
     try {
-      const error = await other.transaction((manager) => app.outbox.publish('quick', {}, { manager })).catch((e) => e);
+      const error = (await other
+        .transaction((manager) => app.outbox.publish('quick', {}, { manager }))
+        .catch((e: unknown) => e)) as Error;
       expect(error).toBeInstanceOf(OutboxTransactionRequiredError);
       expect(error.message).toMatch(/belongs to another DataSource than the outbox table/);
     } finally {
@@ -161,15 +165,19 @@ describe.each(backends())('publish on %s', (backend) => {
   });
 
   it('names the item of a publishMany call that is invalid, and only when there are several', async () => {
-    const many = await app.txHost
+    const many = (await app.txHost
       .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {} }, { topic: '', payload: {} }]))
-      .catch((e) => e);
+      .catch((e: unknown) => e)) as Error;
     expect(many).toBeInstanceOf(OutboxValidationError);
     expect(many.message).toMatch(/ \(publishMany item 1\)$/);
-    const one = await app.txHost.withTransaction(() => app.outbox.publishMany([{ topic: '', payload: {} }])).catch((e) => e);
+    const one = (await app.txHost
+      .withTransaction(() => app.outbox.publishMany([{ topic: '', payload: {} }]))
+      .catch((e: unknown) => e)) as Error;
     expect(one).toBeInstanceOf(OutboxValidationError);
     expect(one.message).not.toMatch(/publishMany item/);
-    const single = await app.txHost.withTransaction(() => app.outbox.publish('', {})).catch((e) => e);
+    const single = (await app.txHost
+      .withTransaction(() => app.outbox.publish('', {}))
+      .catch((e: unknown) => e)) as Error;
     expect(single.message).not.toMatch(/publishMany item/);
     expect(await outboxRows(app)).toHaveLength(0);
   });
@@ -254,9 +262,9 @@ describe.each(backends())('publish on %s', (backend) => {
         ['headers', { headers: { h: '2' } }],
       ])('differs in its %s: refused, nothing written', async (_field, change) => {
         const first = { topic: 'quick', payload: { n: 1 }, key: 'k1', headers: { h: '1' }, dedupeKey: 'same' };
-        const error = await app.txHost
+        const error = (await app.txHost
           .withTransaction(() => app.outbox.publishMany([first, { ...first, ...change }]))
-          .catch((e) => e);
+          .catch((e: unknown) => e)) as Error;
         expect(error).toBeInstanceOf(OutboxDedupeConflictError);
         expect(error.message).toMatch(/earlier in the same publishMany call/);
         expect(await outboxRows(app)).toHaveLength(0);
@@ -270,9 +278,9 @@ describe.each(backends())('publish on %s', (backend) => {
       ])('differs in its %s: refused', async (_field, change) => {
         const first = { topic: 'quick', payload: { n: 1 }, key: 'k1', headers: { h: '1' }, dedupeKey: 'same' };
         const { id } = (await app.txHost.withTransaction(() => app.outbox.publishMany([first])))[0];
-        const error = await app.txHost
+        const error = (await app.txHost
           .withTransaction(() => app.outbox.publishMany([{ ...first, ...change }]))
-          .catch((e) => e);
+          .catch((e: unknown) => e)) as Error;
         expect(error).toBeInstanceOf(OutboxDedupeConflictError);
         expect(error.message).toContain(id);
         expect(await outboxRows(app)).toHaveLength(1);
@@ -319,7 +327,7 @@ describe.each(backends())('publish on %s', (backend) => {
       expect(again).toEqual([
         { id: b.id, inserted: false },
         { id: a.id, inserted: false },
-        { id: expect.any(String), inserted: true },
+        { id: expect.any(String) as string, inserted: true },
       ]);
       expect(await outboxRows(app)).toHaveLength(3);
     });
@@ -353,9 +361,9 @@ describe.each(backends())('publish on %s', (backend) => {
       ['unknown option', () => ['t', {}, { delay: 5 }], OutboxValidationError, /unknown option "delay"/],
     ])('%s', async (_name, args, type, message) => {
       const [topic, payload, options] = args() as [string, unknown, object?];
-      const error = await app.txHost
+      const error = (await app.txHost
         .withTransaction(() => app.outbox.publish(topic, payload, options as never))
-        .catch((e) => e);
+        .catch((e: unknown) => e)) as Error;
       expect(error).toBeInstanceOf(type);
       expect(error.message).toMatch(message);
       expect(await outboxRows(app)).toHaveLength(0);
@@ -380,22 +388,26 @@ describe.each(backends())('publish on %s', (backend) => {
     });
 
     it('refuses what is not an array of events, and unknown options of publishMany', async () => {
-      const notArray = await app.txHost.withTransaction(() => app.outbox.publishMany({} as never)).catch((e) => e);
+      const notArray = (await app.txHost
+        .withTransaction(() => app.outbox.publishMany({} as never))
+        .catch((e: unknown) => e)) as Error;
       expect(notArray).toBeInstanceOf(OutboxValidationError);
       expect(notArray.message).toBe('Invalid outbox items: publishMany expects an array of events, got object');
-      const unknown = await app.txHost
+      const unknown = (await app.txHost
         .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {} }], { delay: 5 } as never))
-        .catch((e) => e);
+        .catch((e: unknown) => e)) as Error;
       expect(unknown).toBeInstanceOf(OutboxValidationError);
       expect(unknown.message).toMatch(/unknown option "delay"/);
       // The lists of what is allowed, in full: each name missing from one would refuse that option.
-      const unknownOption = await app.txHost.withTransaction(() => app.outbox.publish('quick', {}, { delay: 5 } as never)).catch((e) => e);
+      const unknownOption = (await app.txHost
+        .withTransaction(() => app.outbox.publish('quick', {}, { delay: 5 } as never))
+        .catch((e: unknown) => e)) as Error;
       expect(unknownOption.message).toBe(
         'Invalid outbox options: unknown option "delay"; allowed: key, dedupeKey, headers, delayMs, availableAt, manager',
       );
-      const unknownField = await app.txHost
+      const unknownField = (await app.txHost
         .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {}, priority: 1 } as never]))
-        .catch((e) => e);
+        .catch((e: unknown) => e)) as Error;
       expect(unknownField.message).toBe(
         'Invalid outbox event: unknown option "priority"; allowed: topic, payload, key, dedupeKey, headers, delayMs, availableAt',
       );

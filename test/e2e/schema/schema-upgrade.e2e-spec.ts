@@ -10,6 +10,7 @@ import {
   OutboxTableMissingError,
   OutboxValidationError,
   type OutboxMessage,
+  type OutboxMigrationClass,
 } from '../../../lib';
 import { OutboxStore } from '../../../lib/store/outbox.store';
 import { validateEvent } from '../../../lib/publishing/outbox.validation';
@@ -25,13 +26,13 @@ import { clsImports, createTestApp, typeOrmOptions, type TestApp } from '../../f
 class Sink {
   seen: OutboxMessage[] = [];
   @OutboxHandler('upgrade')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.seen.push(m);
   }
 }
 
 /** Runs the given migrations on the table, as an application's DataSource at start-up does. */
-async function migrate(backend: BackendName, table: string, sqlitePath: string | undefined, migrations: Function[]) {
+async function migrate(backend: BackendName, table: string, sqlitePath: string | undefined, migrations: OutboxMigrationClass[]) {
   const options = { ...typeOrmOptions(backend, table, sqlitePath), migrations, migrationsRun: true } as DataSourceOptions;
   const ds = new DataSource(options);
   await ds.initialize();
@@ -107,7 +108,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
   const keyCollations = () => columnAttribute('collation_name', ['key', 'dedupe_key']);
 
   const row = async (id: string) =>
-    (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0] as Record<string, unknown>;
+    (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0];
 
   it('keeps every event of a version-1 table: due, leased, lease-expired, dead and delivered', async () => {
     const v1 = await migrate(backend, table, sqlitePath, [createOutboxMigration(table)]);
@@ -236,7 +237,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     await down.undoLastMigration(); // version 5
     await down.undoLastMigration();
     await down.destroy();
-    expect(Object.keys((await row(ids.dead))!)).not.toContain('attempt_log');
+    expect(Object.keys(await row(ids.dead))).not.toContain('attempt_log');
   });
 
   it('takes a version-4 table to ASCII keys on MySQL/MariaDB (refused until then; nothing to do elsewhere), keeping leases and dead letters', async () => {
@@ -308,7 +309,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       expect((padded as Error).message).toContain(`the existing key "order-1" (event ${first.id})`);
       expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_bin', key: 'utf8mb4_bin' });
     } else {
-      expect(padded).toEqual([{ id: expect.any(String), inserted: true }]);
+      expect(padded).toEqual([{ id: expect.any(String) as string, inserted: true }]);
     }
     await v5.destroy();
 

@@ -1,7 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { createOutboxEntity, createOutboxMigrations, OutboxHandler, OutboxTableMissingError, type OutboxMessage } from '../../../lib';
+import {
+  createOutboxEntity,
+  createOutboxMigrations,
+  OutboxHandler,
+  OutboxTableMissingError,
+  type OutboxMessage,
+  type OutboxMigrationClass,
+} from '../../../lib';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
 import { backends, rawDb, type RawDb, uniqueName } from '../../fixtures/backends';
@@ -11,7 +18,7 @@ import { createTestApp, type TestApp } from '../../fixtures/test-app';
 class Sink {
   seen: OutboxMessage[] = [];
   @OutboxHandler('placed')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.seen.push(m);
   }
 }
@@ -51,7 +58,7 @@ postgres('PostgreSQL DataSource schema', () => {
     return name;
   }
 
-  async function appIn(schemaName: string, table?: string, migrations?: Function[]): Promise<TestApp> {
+  async function appIn(schemaName: string, table?: string, migrations?: OutboxMigrationClass[]): Promise<TestApp> {
     const extraTypeOrm = { schema: schemaName, ...(migrations ? { migrations } : {}) };
     const app = await createTestApp({ backend: 'postgres', table, providers: [Sink], extraTypeOrm });
     apps.push(app);

@@ -19,6 +19,19 @@ interface Received {
   meta: Record<string, unknown>;
 }
 
+/** A message as Nest's client proxies put it on the wire: what was sent is its `data`. */
+interface Packet<T = unknown> {
+  data: T;
+}
+
+/** The data of an enveloped send (Redis pub/sub, which carries no metadata of its own). */
+interface Envelope {
+  id: string;
+  key: string | null;
+  headers: Record<string, string>;
+  payload: unknown;
+}
+
 /** A consumer written with the broker's own client library, not with Nest. */
 interface Consumer {
   received: Received[];
@@ -53,7 +66,7 @@ const CASES: BrokerCase[] = [
         await channel.assertQueue(queue, { durable: true });
         await channel.consume(queue, (msg) => {
           if (!msg) return;
-          const packet = JSON.parse(msg.content.toString());
+          const packet = JSON.parse(msg.content.toString()) as Packet;
           received.push({ id: String(msg.properties.messageId), payload: packet.data, meta: msg.properties.headers ?? {} });
           channel.ack(msg);
         });
@@ -87,7 +100,7 @@ const CASES: BrokerCase[] = [
       const subscription = connection.subscribe(subject);
       void (async () => {
         for await (const msg of subscription) {
-          const packet = JSON.parse(new TextDecoder().decode(msg.data));
+          const packet = JSON.parse(new TextDecoder().decode(msg.data)) as Packet;
           const meta = Object.fromEntries((msg.headers?.keys() ?? []).map((k) => [k, msg.headers!.get(k)]));
           received.push({ id: String(meta['x-outbox-id']), payload: packet.data, meta });
         }
@@ -96,7 +109,7 @@ const CASES: BrokerCase[] = [
       return {
         received,
         reconnected: async () => {
-          for await (const status of connection.status()) if (status.type === 'reconnect') break;
+          for await (const status of connection.status()) if (status.type === nats.Events.Reconnect) break;
           await connection.flush();
         },
         close: () => connection.close(),
@@ -116,7 +129,7 @@ const CASES: BrokerCase[] = [
       subscriber.on('error', () => undefined);
       const received: Received[] = [];
       subscriber.on('message', (_channel, text) => {
-        const envelope = JSON.parse(text).data;
+        const envelope = (JSON.parse(text) as Packet<Envelope>).data;
         received.push({ id: envelope.id, payload: envelope.payload, meta: { key: envelope.key, ...envelope.headers } });
       });
       await subscriber.subscribe(channel);
@@ -126,7 +139,10 @@ const CASES: BrokerCase[] = [
           await once(subscriber, 'ready');
           await subscriber.subscribe(channel);
         },
-        close: async () => void subscriber.disconnect(),
+        close: () => {
+          subscriber.disconnect();
+          return Promise.resolve();
+        },
       };
     },
   },
@@ -144,7 +160,7 @@ const CASES: BrokerCase[] = [
       const received: Received[] = [];
       client.on('message', (_topic, payload, packet) => {
         const meta = (packet.properties?.userProperties ?? {}) as Record<string, unknown>;
-        received.push({ id: String(meta['x-outbox-id']), payload: JSON.parse(payload.toString()).data, meta });
+        received.push({ id: String(meta['x-outbox-id']), payload: (JSON.parse(payload.toString()) as Packet).data, meta });
       });
       await client.subscribeAsync(topic, { qos: 1 });
       return {
@@ -296,7 +312,7 @@ const natsUp = process.env.OUTBOX_TEST_NATS !== 'down';
     expect(stored.subject).toBe(`${stream}.order.placed`);
     expect(stored.header.get('Nats-Msg-Id')).toBe(id);
     expect(stored.header.get('x-outbox-key')).toBe('k');
-    expect(JSON.parse(new TextDecoder().decode(stored.data)).data).toEqual({ n: 1 });
+    expect((JSON.parse(new TextDecoder().decode(stored.data)) as Packet).data).toEqual({ n: 1 });
 
     // A retried send of the same event (say, after a lost acknowledgement) is dropped by the stream.
     const transport = new ClientProxyTransport('again', app.module.get('BROKER'), {

@@ -17,7 +17,7 @@ import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app
 class Local {
   seen: OutboxMessage[] = [];
   @OutboxHandler('order.placed')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.seen.push(m);
   }
 }
@@ -40,7 +40,7 @@ class Receiver {
       });
     });
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server!.address() as AddressInfo).port}/hooks/orders`;
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks/orders`;
   }
 
   stop() {
@@ -97,7 +97,7 @@ describe('routes to transports, beside handlers', () => {
     expect(app.module.get(Local).seen).toHaveLength(1);
     expect(memory.messages().map((m) => m.topic).sort()).toEqual(['invoice.sent', 'order.placed']);
     const row = (await outboxRows(app)).find((r) => r.id === id)!;
-    const completed = typeof row.completed_handlers === 'string' ? JSON.parse(row.completed_handlers) : row.completed_handlers;
+    const completed = (typeof row.completed_handlers === 'string' ? JSON.parse(row.completed_handlers) : row.completed_handlers) as string[];
     // Recorded when the first attempt failed: the two targets that the retry then skipped.
     expect([...completed].sort()).toEqual(['Local.handle', 'transport:audit']);
     expect(row.status).toBe('delivered');
@@ -139,15 +139,15 @@ describe('routes to transports, beside handlers', () => {
     const calls: string[][] = [];
     const batching = {
       name: 'bulk',
-      send: async () => {
-        throw new Error('send() must not be used when sendMany() exists');
-      },
-      sendMany: async (items: Array<{ message: OutboxMessage }>) => {
+      send: () => Promise.reject(new Error('send() must not be used when sendMany() exists')),
+      sendMany: (items: Array<{ message: OutboxMessage }>) => {
         calls.push(items.map((i) => (i.message.payload as { n: number }).n.toString()));
-        return items.map((i) =>
-          (i.message.payload as { n: number }).n === 3
-            ? ({ status: 'rejected', reason: new Error('broker refused item 3') } as const)
-            : ({ status: 'fulfilled', value: undefined } as const),
+        return Promise.resolve(
+          items.map((i) =>
+            (i.message.payload as { n: number }).n === 3
+              ? ({ status: 'rejected', reason: new Error('broker refused item 3') } as const)
+              : ({ status: 'fulfilled', value: undefined } as const),
+          ),
         );
       },
     };
@@ -172,7 +172,7 @@ describe('routes to transports, beside handlers', () => {
     ['a route naming an unknown transport', { routes: [{ topic: '#', transport: 'kafka' }] }, 'routes[0].transport'],
     ['a webhook route without a usable URL', { routes: [{ topic: '#', transport: 'hooks', options: { url: 'ftp://x' } }] }, 'routes[0].options'],
   ])('refuses to start with %s', async (_name, extra, option) => {
-    const error = await start(extra as Partial<OutboxModuleOptions>).catch((e) => e);
+    const error = (await start(extra as Partial<OutboxModuleOptions>).catch((e: unknown) => e)) as OutboxConfigurationError;
     expect(error).toBeInstanceOf(OutboxConfigurationError);
     expect(error.option).toBe(option);
   });

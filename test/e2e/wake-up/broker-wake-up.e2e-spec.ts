@@ -22,7 +22,7 @@ import { createTestApp, type TestApp } from '../../fixtures/test-app';
 class Seen {
   ids: string[] = [];
   @OutboxHandler('wake.me')
-  async handle(message: OutboxMessage) {
+  handle(message: OutboxMessage) {
     this.ids.push(message.id);
   }
 }
@@ -145,7 +145,7 @@ describe('the wakeUp option', () => {
     expect(() => OutboxModule.forRoot({ wakeUp: {} as never })).toThrow(OutboxConfigurationError);
     expect(() => OutboxModule.forRoot({ wakeUp: {} as never })).toThrow(/wakeUp.*without start\(\)/);
     expect(() => OutboxModule.forRoot({ wakeUp: true as never })).toThrow(/expected false or a wake-up channel/);
-    expect(() => new ClientProxyWakeUp({ connect: async () => undefined })).toThrow(/ClientRedis or ClientNats/);
+    expect(() => new ClientProxyWakeUp({ connect: () => Promise.resolve() })).toThrow(/ClientRedis or ClientNats/);
     expect(() => new ClientProxyWakeUp(null as never)).toThrow(OutboxConfigurationError);
   });
 });

@@ -14,7 +14,7 @@ const requestContext = new AsyncLocalStorage<string>();
 class Seen {
   messages: Array<{ message: OutboxMessage; context: string | undefined }> = [];
   @OutboxHandler('wake.me')
-  async handle(message: OutboxMessage) {
+  handle(message: OutboxMessage) {
     this.messages.push({ message, context: requestContext.getStore() });
   }
 }
@@ -116,7 +116,7 @@ postgres('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)', () => {
     expect(notifier.queries).toEqual([
       expect.stringMatching(/^BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY "[^"]+", '[0-9a-f-]{36}'; COMMIT$/),
     ]);
-    const { rows } = await notifier.client.query('SHOW synchronous_commit');
+    const { rows } = await notifier.client.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
     expect(rows[0].synchronous_commit).toBe(serverDefault);
   });
 

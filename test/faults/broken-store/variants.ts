@@ -106,7 +106,7 @@ export function attemptsNotCounted(store: OutboxStore): PlantedVariant {
  * store's connection gate and returns made-up ids at once (the form this bug takes with one writer).
  */
 export function publishAutocommits(store: OutboxStore): PlantedVariant {
-  const insert = store.insert;
+  const insert = store.insert.bind(store);
   const pending = new Set<Promise<unknown>>();
   const failures: unknown[] = [];
   let diverted = 0;
@@ -116,7 +116,7 @@ export function publishAutocommits(store: OutboxStore): PlantedVariant {
   const onFreshConnection = async (events: Parameters<OutboxStore['insert']>[1]) => {
     const runner = store.dataSource.createQueryRunner();
     try {
-      return await insert.call(store, runner.manager, events);
+      return await insert(runner.manager, events);
     } finally {
       await runner.release();
     }
@@ -170,8 +170,9 @@ function patchDialect(
   return {
     name,
     applied,
-    restore: async () => {
+    restore: () => {
       (store as Mutable<OutboxStore>).dialect = real;
+      return Promise.resolve();
     },
   };
 }
