@@ -17,7 +17,7 @@ const LEASE_MS = 60;
 function fakeStore() {
   const lost = new Set<string>();
   const calls: RenewalArgs[] = [];
-  let answer: (args: RenewalArgs) => Promise<string[]> = async (args) => args.ids.filter((id) => !lost.has(id));
+  let answer: (args: RenewalArgs) => Promise<string[]> = (args) => Promise.resolve(args.ids.filter((id) => !lost.has(id)));
   const store = {
     executor: {},
     table: {},
@@ -33,8 +33,12 @@ function fakeStore() {
 
 describe('LeaseRenewal', () => {
   let renewal: LeaseRenewal | undefined;
-  beforeAll(() => Logger.overrideLogger(false));
-  afterAll(() => Logger.overrideLogger(['log', 'error', 'warn']));
+  beforeAll(() => {
+    Logger.overrideLogger(false);
+  });
+  afterAll(() => {
+    Logger.overrideLogger(['log', 'error', 'warn']);
+  });
   afterEach(async () => {
     await renewal?.stop();
     renewal = undefined;
@@ -79,7 +83,7 @@ describe('LeaseRenewal', () => {
     expect(running.signal.aborted).toBe(true);
     expect(running.signal.reason).toMatchObject({ name: 'OutboxLeaseLostError' });
     expect(gaveUp).toHaveBeenCalledWith(running.signal.reason);
-    expect(seen).toEqual([{ type: 'lease.lost', at: expect.any(Date), ids: ['running'], count: 1, what: 'renew' }]);
+    expect(seen).toEqual([{ type: 'lease.lost', at: expect.any(Date) as Date, ids: ['running'], count: 1, what: 'renew' }]);
     expect(state.waiting.has('waiting')).toBe(true);
   });
 
@@ -92,10 +96,10 @@ describe('LeaseRenewal', () => {
 
   it('does not count an event that finished while the renewal was on its way', async () => {
     const { answer, state, total, calls } = setUp();
-    answer(async (args) => {
+    answer((args) => {
       // Its outcome is being written meanwhile: the row no longer matches the renewal.
       state.inFlight.delete('running');
-      return args.ids.filter((id) => id !== 'running');
+      return Promise.resolve(args.ids.filter((id) => id !== 'running'));
     });
     await eventually(() => calls.length >= 2, 2000, 'two renewals');
     expect(total.lostLeases).toBe(0);
@@ -103,9 +107,7 @@ describe('LeaseRenewal', () => {
 
   it('keeps the lease it knows when a renewal fails, and tries again', async () => {
     const { answer, calls, total, renewal: r } = setUp();
-    answer(async () => {
-      throw new Error('connection refused');
-    });
+    answer(() => Promise.reject(new Error('connection refused')));
     await eventually(() => calls.length >= 3, 2000, 'three tries');
     expect(total.lostLeases).toBe(0);
     expect(r.leaseLeftMs()).toBeLessThan(0);

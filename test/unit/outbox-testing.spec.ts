@@ -5,14 +5,14 @@ describe('OutboxTesting.message', () => {
     const before = Date.now();
     const message = OutboxTesting.message('order.placed', { orderId: 'o-1' });
     expect(message).toEqual({
-      id: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/),
+      id: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/) as string,
       topic: 'order.placed',
       key: null,
       payload: { orderId: 'o-1' },
       headers: {},
       attempt: 1,
-      createdAt: expect.any(Date),
-      signal: expect.any(AbortSignal),
+      createdAt: expect.any(Date) as Date,
+      signal: expect.any(AbortSignal) as AbortSignal,
     });
     expect(message.createdAt.getTime()).toBeGreaterThanOrEqual(before);
     expect(message.signal.aborted).toBe(false);

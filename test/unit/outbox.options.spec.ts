@@ -2,7 +2,7 @@ import { OutboxConfigurationError, OUTBOX_DEFAULTS } from '../../lib';
 import { LIMITS } from '../../lib/outbox.constants';
 import { resolveOutboxOptions, type OutboxModuleOptions } from '../../lib/outbox.options';
 
-const transport = (name: string) => ({ name, send: async () => undefined });
+const transport = (name: string) => ({ name, send: () => Promise.resolve() });
 
 function rejection(options: unknown): OutboxConfigurationError {
   try {

@@ -1,14 +1,12 @@
 import type { PoolClient } from 'pg';
-import { backends } from '../../fixtures/backends';
+import { describeOn } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 interface Pool {
   connect(): Promise<PoolClient>;
 }
 
-const postgres = backends().includes('postgres') ? describe : describe.skip;
-// Skipped only when PostgreSQL is down on a developer machine (global-setup fails CI instead).
-postgres('the DataSource’s PostgreSQL pool with the outbox', () => {
+describeOn('postgres')('the DataSource’s PostgreSQL pool with the outbox', () => {
   let app: TestApp;
   beforeAll(async () => {
     app = await createTestApp({ backend: 'postgres' });

@@ -89,7 +89,7 @@ class StarvedHandlers {
   readonly attempts: number[] = [];
   readonly returned = deferred<void>();
   /** What the handler does before it succeeds. */
-  whileRunning: () => Promise<void> = async () => undefined;
+  whileRunning: () => Promise<void> = () => Promise.resolve();
 
   @OutboxHandler('starved')
   async starved(m: OutboxMessage) {
@@ -207,7 +207,7 @@ describe.each(backends())('lease renewal on %s', (backend) => {
     expect(work.finished.sort()).toEqual([taken.id, kept.id].sort());
 
     const lost = recorder.only('lease.lost');
-    expect(lost).toEqual([{ type: 'lease.lost', at: expect.any(Date), ids: [taken.id], count: 1, what: 'renew' }]);
+    expect(lost).toEqual([{ type: 'lease.lost', at: expect.any(Date) as Date, ids: [taken.id], count: 1, what: 'renew' }]);
     expect(app.logger.matching(new RegExp(`^Outbox lease renewal of event\\(s\\) ${taken.id} rejected: their lease expired`))).toHaveLength(1);
     // Neither a recorded failure nor a handler outcome for the lost one reached the table.
     expect(recorder.only('retry.scheduled')).toEqual([]);

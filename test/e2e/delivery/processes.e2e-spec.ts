@@ -9,7 +9,7 @@ import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app
 class LocalHandler {
   seen: OutboxMessage[] = [];
   @OutboxHandler('work.item')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.seen.push(m);
   }
 }

@@ -15,7 +15,7 @@ class Sink {
   async keep(_m: OutboxMessage) {}
 
   @OutboxHandler('doomed')
-  async doom(_m: OutboxMessage) {
+  doom(_m: OutboxMessage) {
     throw new OutboxNonRetryableError('never deliverable');
   }
 }

@@ -31,7 +31,7 @@ class Fast {
   calls: OutboxMessage[] = [];
 
   @OutboxHandler('fast')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.calls.push(m);
   }
 }
@@ -194,7 +194,7 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
     const stopped: string[] = [];
     const transport = (name: string, stop: () => Promise<void>): OutboxTransport => ({
       name,
-      send: async () => undefined,
+      send: () => Promise.resolve(),
       beforeApplicationShutdown: stop,
     });
     await start(
@@ -202,10 +202,11 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
       {
         outbox: {
           transports: [
-            transport('broken', async () => {
-              throw new Error('socket already gone');
+            transport('broken', () => Promise.reject(new Error('socket already gone'))),
+            transport('fine', () => {
+              stopped.push('fine');
+              return Promise.resolve();
             }),
-            transport('fine', async () => void stopped.push('fine')),
           ],
         },
       },

@@ -2,16 +2,16 @@ import { Injectable } from '@nestjs/common';
 import { OutboxHandler, OutboxOperations, type OutboxMessage } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends, type BackendName, rawDb, type RawDb } from '../../fixtures/backends';
+import { backends, type BackendName } from '../../fixtures/backends';
 import { startWorkerProcess } from '../../fixtures/child';
 import { eventually } from '../../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { createTestApp, onMariadb, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Upstream {
   calls: OutboxMessage[] = [];
   @OutboxHandler('sync')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.calls.push(m);
     throw new Error('upstream answered 503');
   }
@@ -21,7 +21,7 @@ class Upstream {
 @Injectable()
 class Garbled {
   @OutboxHandler('garbled')
-  async handle() {
+  handle() {
     throw new Error(`Unexpected token '\u0000', "\u001f\u008b\b\u0000" is not valid JSON; cut \ud83d; ${'x'.repeat(1_000_000)}`);
   }
 }
@@ -30,7 +30,7 @@ class Garbled {
 class Seen {
   messages: OutboxMessage[] = [];
   @OutboxHandler('tz.check')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.messages.push(m);
   }
 }
@@ -145,31 +145,23 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
       status: 'dead',
       attempts: 2,
       last_error: 'Upstream.handle: Error: upstream answered 503',
-      note: expect.stringMatching(/^attempt 2 of 2 did not finish before its lease expired/),
+      note: expect.stringMatching(/^attempt 2 of 2 did not finish before its lease expired/) as string,
     });
     expect(Number(dead.expired_attempts)).toBe(1);
     expect(app.logger.matching(/attempt 2 of 2 did not finish .*; last error: Upstream.handle: Error: upstream answered 503$/)).toHaveLength(1);
   });
 });
 
-const mariadb = backends().includes('mariadb') ? describe : describe.skip;
-// Skipped only when MariaDB is unreachable on a developer machine (global-setup fails CI instead).
-mariadb('stored times on MariaDB', () => {
+onMariadb('stored times on MariaDB', ({ admin, disposeAfter }) => {
   let app: TestApp;
-  let admin: RawDb;
-  beforeAll(async () => {
-    admin = await rawDb('mariadb');
-  });
-  afterAll(() => admin.close());
-  afterEach(() => app?.dispose());
 
   describe('with the session time zone away from UTC', () => {
     let savedGlobalZone: string;
     beforeAll(async () => {
-      [{ zone: savedGlobalZone }] = await admin.query<{ zone: string }>('SELECT @@GLOBAL.time_zone AS zone');
-      await admin.query(`SET GLOBAL time_zone = '+05:00'`); // every new session starts there
+      [{ zone: savedGlobalZone }] = await admin().query<{ zone: string }>('SELECT @@GLOBAL.time_zone AS zone');
+      await admin().query(`SET GLOBAL time_zone = '+05:00'`); // every new session starts there
     });
-    afterAll(() => admin.query('SET GLOBAL time_zone = ?', [savedGlobalZone]));
+    afterAll(() => admin().query('SET GLOBAL time_zone = ?', [savedGlobalZone]));
 
     async function publishAll(topic: string) {
       const inHalfAnHour = new Date(Date.now() + 30 * 60_000);
@@ -183,8 +175,8 @@ mariadb('stored times on MariaDB', () => {
     }
 
     it('stores UTC and compares with UTC_TIMESTAMP: due times, delays and createdAt stay right', async () => {
-      app = await createTestApp({ backend: 'mariadb', providers: [Seen] });
-      const [{ zone }] = await app.dataSource.query('SELECT @@SESSION.time_zone AS zone');
+      app = disposeAfter(await createTestApp({ backend: 'mariadb', providers: [Seen] }));
+      const [{ zone }] = await app.dataSource.query<Array<{ zone: string }>>('SELECT @@SESSION.time_zone AS zone');
       expect(zone).toBe('+05:00');
 
       const { published, inHalfAnHour } = await publishAll('tz.check');
@@ -200,7 +192,7 @@ mariadb('stored times on MariaDB', () => {
     });
 
     it('claims the same events from a worker process whose TZ is America/New_York', async () => {
-      app = await createTestApp({ backend: 'mariadb' });
+      app = disposeAfter(await createTestApp({ backend: 'mariadb' }));
       await app.dataSource.query(
         app.sql(`CREATE TABLE "${app.table}_log" ("event_id" varchar(36) NOT NULL, "attempt" integer NOT NULL, "pid" integer NOT NULL)`),
       );

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { OutboxHandler, type OutboxMessage } from '../../../lib';
-import { backends, type BackendName } from '../../fixtures/backends';
+import { backends, describeOn, type BackendName } from '../../fixtures/backends';
 import { mariadbUrl } from '../../fixtures/env';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
@@ -10,7 +10,7 @@ class Recorder {
   calls: OutboxMessage[] = [];
 
   @OutboxHandler('plain')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.calls.push(m);
   }
 }
@@ -63,7 +63,7 @@ describe.each(backends())('a claimed row that cannot be decoded on %s', (backend
 
 // MariaDB only: the silent truncation below is MySQL/MariaDB behaviour under a non-strict sql_mode;
 // PostgreSQL and SQLite refuse or keep an oversized value whole. Skipped when no MariaDB server is up.
-(backends().includes('mariadb') ? describe : describe.skip)('headers truncated by MariaDB with sql_mode=""', () => {
+describeOn('mariadb')('headers truncated by MariaDB with sql_mode=""', () => {
   let app: TestApp;
   afterEach(() => app?.dispose());
 

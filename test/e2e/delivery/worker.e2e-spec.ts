@@ -5,9 +5,9 @@ import type { Logger as TypeOrmLogger } from 'typeorm';
 import { OutboxHandler, OutboxHandlerTimeoutError, OutboxNonRetryableError, OutboxRetryLaterError, type OutboxMessage } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends, type BackendName, rawDb, type RawDb } from '../../fixtures/backends';
+import { backends, type BackendName, rawDb } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp, type TestAppOptions } from '../../fixtures/test-app';
+import { createTestApp, onMariadb, outboxRows, type TestApp, type TestAppOptions } from '../../fixtures/test-app';
 
 /** Milliseconds from the database's now to an event's due time. */
 const DUE_IN_MS = {
@@ -43,7 +43,7 @@ class Behaviour {
   throwAfterStall = false;
   started: string[] = [];
   /** What the 'sabotage' handler does before it returns or throws. */
-  sabotage: () => Promise<unknown> = async () => undefined;
+  sabotage: () => Promise<unknown> = () => Promise.resolve();
   sabotageThenThrow = false;
   /** Ids in the order the 'paced' handler ran them. */
   paced: string[] = [];
@@ -54,24 +54,24 @@ class Handlers {
   constructor(private readonly b: Behaviour) {}
 
   @OutboxHandler('multi')
-  async first(m: OutboxMessage) {
+  first(m: OutboxMessage) {
     this.b.calls.push({ handler: 'first', message: m });
   }
 
   @OutboxHandler('multi')
-  async second(m: OutboxMessage) {
+  second(m: OutboxMessage) {
     this.b.calls.push({ handler: 'second', message: m });
     if (m.attempt === 1) throw new Error('second fails once');
   }
 
   @OutboxHandler('always.fails')
-  async alwaysFails(m: OutboxMessage) {
+  alwaysFails(m: OutboxMessage) {
     this.b.calls.push({ handler: 'alwaysFails', message: m });
     throw new Error(`boom ${m.attempt}`);
   }
 
   @OutboxHandler('poison')
-  async poison(m: OutboxMessage) {
+  poison(m: OutboxMessage) {
     this.b.calls.push({ handler: 'poison', message: m });
     throw new OutboxNonRetryableError('payload can never be processed');
   }
@@ -79,6 +79,7 @@ class Handlers {
   @OutboxHandler('odd.rejection')
   async odd(m: OutboxMessage) {
     this.b.calls.push({ handler: 'odd', message: m });
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- deliberate: rejecting with a non-Error is what the test records
     return Promise.reject(this.b.reject);
   }
 
@@ -107,7 +108,7 @@ class Handlers {
   }
 
   @OutboxHandler('plain')
-  async plain(m: OutboxMessage) {
+  plain(m: OutboxMessage) {
     this.b.calls.push({ handler: 'plain', message: m });
   }
 
@@ -120,18 +121,19 @@ class Handlers {
 
   @OutboxHandler('rejects')
   async rejects() {
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- deliberate: the tests reject with non-Errors (strings, undefined, objects) too
     return Promise.reject(this.b.reject);
   }
 
   @OutboxHandler('copied')
-  async meddler(m: OutboxMessage) {
+  meddler(m: OutboxMessage) {
     this.b.seen.push({ handler: 'meddler', payload: structuredClone(m.payload), headers: { ...m.headers } });
     (m.payload as { items: string[] }).items.push('added by meddler');
     m.headers['x-meddled'] = 'yes';
   }
 
   @OutboxHandler('copied')
-  async bystander(m: OutboxMessage) {
+  bystander(m: OutboxMessage) {
     this.b.seen.push({ handler: 'bystander', payload: structuredClone(m.payload), headers: { ...m.headers } });
   }
 
@@ -143,13 +145,13 @@ class Handlers {
   }
 
   @OutboxHandler('retry.later')
-  async retryLater(m: OutboxMessage) {
+  retryLater(m: OutboxMessage) {
     throw new OutboxRetryLaterError('rate limited', (m.payload as { afterMs: number }).afterMs);
   }
 
   /** Stalls (and maybe throws) once; succeeds at once afterwards. */
   @OutboxHandler('stalls')
-  async stalls() {
+  stalls() {
     const ms = this.b.stallMs;
     if (ms === 0) return;
     this.b.stallMs = 0;
@@ -573,7 +575,7 @@ describe.each(backends())('worker on %s', (backend) => {
       // The first handler drops the table and uses 450 ms of the 1 s lease: the second event cannot fit
       // its 500 ms timeout in what is left, and its release meets the missing table.
       b.sabotage = async () => {
-        b.sabotage = async () => undefined;
+        b.sabotage = () => Promise.resolve();
         await dropOutbox();
         await new Promise((resolve) => setTimeout(resolve, 450));
       };
@@ -812,19 +814,11 @@ class ErrorLog implements TypeOrmLogger {
   log() {}
 }
 
-const mariadb = backends().includes('mariadb') ? describe : describe.skip;
-// Skipped only when MariaDB is unreachable on a developer machine (global-setup fails CI instead).
-mariadb('the worker’s writes under InnoDB row locks on MariaDB', () => {
+onMariadb('the worker’s writes under InnoDB row locks on MariaDB', ({ admin, disposeAfter }) => {
   let app: TestApp;
-  let admin: RawDb;
-  beforeAll(async () => {
-    admin = await rawDb('mariadb');
-  });
-  afterAll(() => admin.close());
-  afterEach(() => app?.dispose());
 
   it('fenced writes by id lock no row they do not change: a producer holding an uncommitted delayed event blocks none of them (REPEATABLE READ)', async () => {
-    app = await createTestApp({ backend: 'mariadb' });
+    app = disposeAfter(await createTestApp({ backend: 'mariadb' }));
     const store = app.module.get<OutboxStore>(OUTBOX_STORE);
     const ids = (
       await app.txHost.withTransaction(() =>
@@ -857,7 +851,7 @@ mariadb('the worker’s writes under InnoDB row locks on MariaDB', () => {
         await done;
       }
       expect((await outboxRows(app)).filter((r) => ids.includes(String(r.id))).map((r) => r.status).sort()).toEqual([
-        ...Array(10).fill('delivered'),
+        ...Array<string>(10).fill('delivered'),
         'pending',
         'pending',
       ]);
@@ -868,12 +862,12 @@ mariadb('the worker’s writes under InnoDB row locks on MariaDB', () => {
   });
 
   it('retries an acknowledgement that hit a lock wait timeout (1205) instead of failing it', async () => {
-    const [{ wait }] = await admin.query<{ wait: number }>('SELECT @@GLOBAL.innodb_lock_wait_timeout AS wait');
-    await admin.query('SET GLOBAL innodb_lock_wait_timeout = 1');
+    const [{ wait }] = await admin().query<{ wait: number }>('SELECT @@GLOBAL.innodb_lock_wait_timeout AS wait');
+    await admin().query('SET GLOBAL innodb_lock_wait_timeout = 1');
     const errors = new ErrorLog();
     const locker = await rawDb('mariadb');
     try {
-      app = await createTestApp({ backend: 'mariadb', typeormLogger: errors });
+      app = disposeAfter(await createTestApp({ backend: 'mariadb', typeormLogger: errors }));
       const { id } = await app.txHost.withTransaction(() => app.outbox.publish('plain', {}));
       const store = app.module.get<OutboxStore>(OUTBOX_STORE);
       const { token } = await store.claim({ batchSize: 1, leaseMs: 60_000, maxAttempts: 5 });
@@ -897,7 +891,7 @@ mariadb('the worker’s writes under InnoDB row locks on MariaDB', () => {
       expect((await outboxRows(app)).find((r) => r.id === id)).toMatchObject({ status: 'delivered' });
     } finally {
       await locker.close();
-      await admin.query('SET GLOBAL innodb_lock_wait_timeout = ?', [wait]);
+      await admin().query('SET GLOBAL innodb_lock_wait_timeout = ?', [wait]);
     }
   });
 });

@@ -9,7 +9,7 @@ import {
 } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends } from '../../fixtures/backends';
+import { backends, describeOn } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 
@@ -49,17 +49,17 @@ class Handlers {
   async okOther() {}
 
   @OutboxHandler('flaky')
-  async flaky() {
+  flaky() {
     if (++this.flakyCalls === 1) throw new Error('boom');
   }
 
   @OutboxHandler('always.fails')
-  async alwaysFails() {
+  alwaysFails() {
     throw new Error('still broken');
   }
 
   @OutboxHandler('fatal')
-  async fatal() {
+  fatal() {
     throw new OutboxNonRetryableError('malformed order');
   }
 
@@ -105,7 +105,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       return [one, two];
     });
     expect(recorder.only('published')).toEqual([
-      { type: 'published', at: expect.any(Date), ids: [first.id, second.id], topics: ['ok', 'ok.other'] },
+      { type: 'published', at: expect.any(Date) as Date, ids: [first.id, second.id], topics: ['ok', 'ok.other'] },
     ]);
     await app.worker.drain();
 
@@ -113,21 +113,21 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     const [, claimed, succeeded, delivered] = recorder.about(first.id);
     expect(claimed).toEqual({
       type: 'claimed',
-      at: expect.any(Date),
-      token: expect.any(String),
+      at: expect.any(Date) as Date,
+      token: expect.any(String) as string,
       count: 2,
-      ids: expect.arrayContaining([first.id, second.id]),
+      ids: expect.arrayContaining([first.id, second.id]) as string[],
     });
     expect(succeeded).toEqual({
       type: 'handler.succeeded',
-      at: expect.any(Date),
+      at: expect.any(Date) as Date,
       id: first.id,
       topic: 'ok',
       handler: 'Handlers.ok',
       attempt: 1,
-      durationMs: expect.any(Number),
+      durationMs: expect.any(Number) as number,
     });
-    expect(delivered).toEqual({ type: 'delivered', at: expect.any(Date), id: first.id, topic: 'ok', attempt: 1 });
+    expect(delivered).toEqual({ type: 'delivered', at: expect.any(Date) as Date, id: first.id, topic: 'ok', attempt: 1 });
     const [row] = (await outboxRows(app)).filter((r) => r.id === first.id);
     expect(row.status).toBe('delivered');
   });
@@ -142,12 +142,12 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     const [, , failed, retry] = recorder.about(id);
     expect(failed).toEqual({
       type: 'handler.failed',
-      at: expect.any(Date),
+      at: expect.any(Date) as Date,
       id,
       topic: 'flaky',
       handler: 'Handlers.flaky',
       attempt: 1,
-      durationMs: expect.any(Number),
+      durationMs: expect.any(Number) as number,
       error: 'Error: boom',
     });
     expect(retry).toMatchObject({ type: 'retry.scheduled', id, topic: 'flaky', attempt: 1, error: 'Handlers.flaky: Error: boom' });
@@ -171,7 +171,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     expect(recorder.trail(fatal.id)).toEqual(['published', 'claimed', 'handler.failed', 'dead-lettered']);
     expect(recorder.about(fatal.id)[3]).toEqual({
       type: 'dead-lettered',
-      at: expect.any(Date),
+      at: expect.any(Date) as Date,
       id: fatal.id,
       topic: 'fatal',
       attempt: 1,
@@ -207,7 +207,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     expect(result).toMatchObject({ delivered: 0, lostLeases: 1, deadLettered: 1 });
 
     expect(recorder.trail(id)).toEqual(['published', 'claimed', 'handler.succeeded', 'lease.lost', 'dead-lettered']);
-    expect(recorder.about(id)[3]).toEqual({ type: 'lease.lost', at: expect.any(Date), ids: [id], count: 1, what: 'acknowledge' });
+    expect(recorder.about(id)[3]).toEqual({ type: 'lease.lost', at: expect.any(Date) as Date, ids: [id], count: 1, what: 'acknowledge' });
     expect(recorder.about(id)[4]).toMatchObject({ type: 'dead-lettered', reason: 'attempts-exhausted-at-claim', attempt: 2 });
   });
 
@@ -237,7 +237,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     expect(released.flatMap((r) => r.ids).sort()).toEqual(published.map((p) => p.id).filter((id) => id !== running).sort());
     for (const r of released) expect(r).toMatchObject({ uncounted: true, why: 'shutdown' });
     expect(recorder.trail(running)).toEqual(['published', 'claimed', 'handler.succeeded', 'delivered']);
-    expect(recorder.only('worker.stopped')).toEqual([{ type: 'worker.stopped', at: expect.any(Date), timedOut: false }]);
+    expect(recorder.only('worker.stopped')).toEqual([{ type: 'worker.stopped', at: expect.any(Date) as Date, timedOut: false }]);
     expect(recorder.seen[recorder.seen.length - 1].type).toBe('worker.stopped');
   });
 
@@ -254,11 +254,11 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     const [running] = handlers.slowIds;
     const unstarted = published.map((p) => p.id).filter((id) => id !== running);
     const released = recorder.only('released');
-    expect(released).toContainEqual({ type: 'released', at: expect.any(Date), ids: [running], uncounted: false, why: 'shutdown' });
+    expect(released).toContainEqual({ type: 'released', at: expect.any(Date) as Date, ids: [running], uncounted: false, why: 'shutdown' });
     expect(released).toContainEqual({
       type: 'released',
-      at: expect.any(Date),
-      ids: expect.arrayContaining(unstarted),
+      at: expect.any(Date) as Date,
+      ids: expect.arrayContaining(unstarted) as string[],
       uncounted: true,
       why: 'shutdown',
     });
@@ -289,7 +289,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     } finally {
       await runner.release();
     }
-    expect(recorder.only('published')).toEqual([{ type: 'published', at: expect.any(Date), ids: [kept], topics: ['ok'] }]);
+    expect(recorder.only('published')).toEqual([{ type: 'published', at: expect.any(Date) as Date, ids: [kept], topics: ['ok'] }]);
 
     const once = await app.txHost.withTransaction(() => app.outbox.publish('ok', {}, { dedupeKey: 'order-1' }));
     const again = await app.txHost.withTransaction(() => app.outbox.publish('ok', {}, { dedupeKey: 'order-1' }));
@@ -310,9 +310,8 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
         throwingCalls++;
         throw new Error('subscriber bug');
       });
-      events.events$.subscribe(async () => {
-        throw new Error('async subscriber bug');
-      });
+      // eslint-disable-next-line @typescript-eslint/no-misused-promises -- deliberate: a rejecting subscriber is what OutboxEvents must isolate
+      events.events$.subscribe(() => Promise.reject(new Error('async subscriber bug')));
       events.events$
         .pipe(
           map(() => {
@@ -320,6 +319,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
           }),
         )
         .subscribe(() => undefined);
+      // eslint-disable-next-line @typescript-eslint/no-misused-promises -- deliberate: a subscriber whose promise never settles must hold nothing up
       events.ofType('delivered').subscribe(() => new Promise(() => undefined)); // never settles
 
       const ok = await app.txHost.withTransaction(() =>
@@ -348,9 +348,8 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
   });
 });
 
-const postgres = backends().includes('postgres') ? describe : describe.skip;
 
-postgres('lifecycle events of the PostgreSQL wake-up channel', () => {
+describeOn('postgres')('lifecycle events of the PostgreSQL wake-up channel', () => {
   let app: TestApp;
   afterEach(() => app.dispose());
 
@@ -368,8 +367,8 @@ postgres('lifecycle events of the PostgreSQL wake-up channel', () => {
 
     const wakeUps = recorder.seen.filter((e) => e.type.startsWith('wake-up.'));
     expect(wakeUps).toEqual([
-      { type: 'wake-up.lost', at: expect.any(Date), side: 'listen', error: expect.stringMatching(/terminat|ended|Connection/i) },
-      { type: 'wake-up.restored', at: expect.any(Date), side: 'listen' },
+      { type: 'wake-up.lost', at: expect.any(Date) as Date, side: 'listen', error: expect.stringMatching(/terminat|ended|Connection/i) as string },
+      { type: 'wake-up.restored', at: expect.any(Date) as Date, side: 'listen' },
     ]);
     expect(store.wakeUp!.listenerPid).not.toBe(killed);
   });

@@ -2,9 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { OutboxHandler, OutboxValidationError, type OutboxMessage } from '../../../lib';
 import { OutboxHeadersTooLargeError } from '../../../lib/errors/outbox.errors';
 import { MAX_HEADERS_BYTES } from '../../../lib/publishing/outbox.validation';
-import { backends, rawDb, type RawDb } from '../../fixtures/backends';
+import { backends, describeOn } from '../../fixtures/backends';
 import { headersOfBytes } from '../../fixtures/headers';
-import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { createTestApp, onMariadb, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Recorder {
@@ -117,7 +117,7 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
 
 // MariaDB only: sql_mode is a MySQL/MariaDB setting, and without its strict modes an oversized value
 // is cut silently instead of failing.
-(backends().includes('mariadb') ? describe : describe.skip)('headers on MariaDB with sql_mode=""', () => {
+describeOn('mariadb')('headers on MariaDB with sql_mode=""', () => {
   let app: TestApp;
   afterEach(() => app?.dispose());
 
@@ -146,20 +146,12 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
   });
 });
 
-const mariadb = backends().includes('mariadb') ? describe : describe.skip;
-// Skipped only when MariaDB is unreachable on a developer machine (global-setup fails CI instead).
-mariadb('statements over max_allowed_packet on MariaDB', () => {
+onMariadb('statements over max_allowed_packet on MariaDB', ({ admin, disposeAfter }) => {
   let app: TestApp;
-  let admin: RawDb;
-  beforeAll(async () => {
-    admin = await rawDb('mariadb');
-  });
-  afterAll(() => admin.close());
-  afterEach(() => app?.dispose());
 
   it('commits a publishMany whose events together exceed max_allowed_packet, in several statements', async () => {
-    app = await createTestApp({ backend: 'mariadb' });
-    const [{ packet }] = await admin.query<{ packet: number }>('SELECT @@max_allowed_packet AS packet');
+    app = disposeAfter(await createTestApp({ backend: 'mariadb' }));
+    const [{ packet }] = await admin().query<{ packet: number }>('SELECT @@max_allowed_packet AS packet');
     const filler = 'x'.repeat(90_000);
     const count = Math.ceil((1.5 * Number(packet)) / filler.length);
     const published = await app.txHost.withTransaction(() =>

@@ -11,7 +11,7 @@ import {
 } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends, describeEachServer, isSqlite, removeSqliteFile, sqliteFile } from '../../fixtures/backends';
+import { backends, describeOn, describeEachServer, isSqlite, removeSqliteFile, sqliteFile } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
 
@@ -456,9 +456,7 @@ describeEachServer('one dedupe key published by two transactions at once on %s',
 
 // A documented limit (README, guarantee 7): PostgreSQL's snapshot isolation cannot answer "inserted: false"
 // for a row committed after the snapshot, so it refuses the second transaction instead. Still one row.
-const postgres = backends().includes('postgres') ? describe : describe.skip;
-// Skipped only when PostgreSQL is unreachable on a developer machine (global-setup fails CI instead).
-postgres('one dedupe key published at once by two REPEATABLE READ transactions on PostgreSQL', () => {
+describeOn('postgres')('one dedupe key published at once by two REPEATABLE READ transactions on PostgreSQL', () => {
   let app: TestApp;
   afterEach(() => app?.dispose());
 

@@ -19,7 +19,7 @@ class Delivered {
   ids: string[] = [];
 
   @OutboxHandler('order.placed')
-  async placed(m: OutboxMessage) {
+  placed(m: OutboxMessage) {
     this.ids.push(m.id);
   }
 }

@@ -35,7 +35,7 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 class Sink {
   seen: OutboxMessage[] = [];
   @OutboxHandler('thing.happened')
-  async handle(m: OutboxMessage) {
+  handle(m: OutboxMessage) {
     this.seen.push(m);
   }
 }
@@ -54,7 +54,13 @@ class SettingsModule {}
 async function isolatedDatabase(backend: BackendName) {
   if (isSqlite(backend)) {
     const file = sqliteFile();
-    return { options: sqliteOptions(backend, file), drop: async () => removeSqliteFile(file) };
+    return {
+      options: sqliteOptions(backend, file),
+      drop: () => {
+        removeSqliteFile(file);
+        return Promise.resolve();
+      },
+    };
   }
   const name = uniqueName('iso');
   const raw = await rawDb(backend);
@@ -99,7 +105,7 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     drop = db.drop;
     // The migration lands in a database that already has the application's tables.
     const { DataSource } = await import('typeorm');
-    const existing = await new DataSource(db.options as never).initialize();
+    const existing = await new DataSource(db.options).initialize();
     await existing.query(sql(backend, `CREATE TABLE "customers" ("id" varchar(36) PRIMARY KEY, "name" varchar(100))`));
     await existing.destroy();
     const module = await Test.createTestingModule({
@@ -129,7 +135,7 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     const module = await boot({ entities: [OutboxEventEntity], migrations: [...OutboxMigrations] });
     const id = await roundTrip(module);
     expect(await module.get<DataSource>(getDataSourceToken()).query(sql(backend, 'SELECT count(*) AS n FROM "customers"'))).toHaveLength(1);
-    const repo = module.get(getDataSourceToken()).getRepository(OutboxEventEntity) as Repository<OutboxEventRecord>;
+    const repo = module.get(getDataSourceToken()).getRepository<OutboxEventRecord>(OutboxEventEntity);
     const row = await repo.findOneByOrFail({ id });
     expect(row).toMatchObject({ topic: 'thing.happened', key: 'k1', status: 'delivered', attempts: 1, payload: { ok: true } });
     expect(row.createdAt).toBeInstanceOf(Date);
@@ -217,7 +223,7 @@ describe('start-up errors', () => {
       .then((m) => m.init())
       .then(
         () => undefined,
-        (e) => e,
+        (e: unknown) => e,
       );
     expect(error).toBeInstanceOf(OutboxConfigurationError);
     return error as OutboxConfigurationError;
@@ -311,7 +317,7 @@ describe('start-up errors', () => {
 class OrdersController {
   seen: OutboxMessage[] = [];
   @OutboxHandler('thing.happened')
-  async onThing(m: OutboxMessage) {
+  onThing(m: OutboxMessage) {
     this.seen.push(m);
   }
 }

@@ -17,7 +17,7 @@ import { validateEvent } from '../../../lib/publishing/outbox.validation';
 import { LEASE_EXPIRED } from '../../../lib/dialects/shared/dialect.util';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
-import { backends, type BackendName, isSqlite, rawDb, type RawDb, removeSqliteFile, sql, sqliteFile, uniqueName } from '../../fixtures/backends';
+import { backends, describeOn, type BackendName, isSqlite, rawDb, type RawDb, removeSqliteFile, sql, sqliteFile, uniqueName } from '../../fixtures/backends';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { clsImports, createTestApp, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
@@ -352,9 +352,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
 
 // CREATE INDEX CONCURRENTLY is PostgreSQL's own: MySQL/MariaDB build the index online by themselves, and SQLite has
 // one writer anyway. Skipped only when that server is unreachable on a developer machine (CI fails instead).
-const postgres = backends().includes('postgres') ? describe : describe.skip;
-
-postgres('version 3 on a big PostgreSQL table', () => {
+describeOn('postgres')('version 3 on a big PostgreSQL table', () => {
   it('keeps the index an operator built CONCURRENTLY beforehand under its name, as the Upgrading section says', async () => {
     const table = uniqueName();
     const raw = await rawDb('postgres');

@@ -11,7 +11,7 @@ import {
 } from '../../../lib';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
-import { backends, rawDb, type RawDb, uniqueName } from '../../fixtures/backends';
+import { backends, describeOn, rawDb, type RawDb, uniqueName } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
@@ -34,10 +34,8 @@ async function readThroughEntity(app: TestApp) {
 
 // The schema option is PostgreSQL's: skipped only when that server is unreachable on a developer machine
 // (global-setup fails CI instead).
-const postgres = backends().includes('postgres') ? describe : describe.skip;
-
 // RELIABILITY case 23: the migration, the worker and the entity all use the table TypeORM places.
-postgres('PostgreSQL DataSource schema', () => {
+describeOn('postgres')('PostgreSQL DataSource schema', () => {
   let raw: RawDb;
   const schemas: string[] = [];
   const apps: TestApp[] = [];

@@ -23,7 +23,7 @@ class OrderHandlers {
 
   // A production-like backoff: a minute before the first retry.
   @OutboxHandler('order.placed', { retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 } })
-  async mail(message: OutboxMessage<{ orderId: string }>) {
+  mail(message: OutboxMessage<{ orderId: string }>) {
     if (this.failuresLeft > 0) {
       this.failuresLeft--;
       throw new Error('mail server said 451');
@@ -32,12 +32,12 @@ class OrderHandlers {
   }
 
   @OutboxHandler('order.edited')
-  async edit(message: OutboxMessage<{ lines: string[] }>) {
+  edit(message: OutboxMessage<{ lines: string[] }>) {
     message.payload.lines.push('added by the handler');
   }
 
   @OutboxHandler('order.poisoned')
-  async refuse() {
+  refuse() {
     throw new OutboxNonRetryableError('malformed order');
   }
 }
@@ -85,7 +85,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
         payload: { orderId: 'o-1' },
         headers: {},
         attempt: 1,
-        createdAt: expect.any(Date),
+        createdAt: expect.any(Date) as Date,
         handler: 'OrderHandlers.mail',
       },
     ]);
@@ -114,8 +114,8 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
 
     expect(await outbox.drain()).toEqual({ delivered: 0, failed: 2, deadLettered: 1, released: 0, lostLeases: 0 });
     expect(outbox.failed().map((run) => run.attempt)).toEqual([1, 2, 3]);
-    expect(outbox.deadLettered()).toEqual([{ id, topic: 'order.placed', error: expect.stringContaining('451') }]);
-    expect((await outboxRows(app))[0]!.status).toBe('dead');
+    expect(outbox.deadLettered()).toEqual([{ id, topic: 'order.placed', error: expect.stringContaining('451') as string }]);
+    expect((await outboxRows(app))[0].status).toBe('dead');
   });
 
   it('records a non-retryable failure as a dead letter at the first attempt', async () => {
@@ -123,7 +123,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
     const { id } = await publish('order.poisoned', {});
     expect((await outbox.drain()).deadLettered).toBe(1);
     expect(outbox.deadLettered('order.poisoned')).toEqual([
-      { id, topic: 'order.poisoned', error: expect.stringContaining('malformed order') },
+      { id, topic: 'order.poisoned', error: expect.stringContaining('malformed order') as string },
     ]);
   });
 

@@ -43,8 +43,14 @@ const variants: Variant[] = [
   {
     title: 'SQLite, as pasted',
     // The quick start's database is `app.sqlite` in the working directory: the pasted app's folder.
-    setUp: async (dir) => process.chdir(dir),
-    tearDown: async () => process.chdir(root),
+    setUp: (dir) => {
+      process.chdir(dir);
+      return Promise.resolve();
+    },
+    tearDown: () => {
+      process.chdir(root);
+      return Promise.resolve();
+    },
   },
 ];
 
@@ -85,6 +91,7 @@ describe.each(variants)('the README’s testing recipe on $title', (variant) => 
   // The recipe registers its describe block here, inside this one; a module registry of its own per
   // variant, so each gets its own AppModule.
   jest.isolateModules(() => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the recipe's describe must register now, in this module registry: an import() would come too late
     require(join(dir, 'test/orders.e2e-spec.ts'));
   });
 });

@@ -4,7 +4,7 @@ import type { Client as PgClient } from 'pg';
 import { OutboxHandler, type OutboxMessage } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends } from '../../fixtures/backends';
+import { backends, describeOn } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
@@ -57,9 +57,7 @@ describe.each(backends())('wake-up on %s', (backend) => {
   });
 });
 
-const postgres = backends().includes('postgres') ? describe : describe.skip;
-// Skipped only when PostgreSQL is down on a developer machine (global-setup fails CI instead).
-postgres('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)', () => {
+describeOn('postgres')('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)', () => {
   const apps: TestApp[] = [];
   afterEach(async () => {
     for (const app of apps.splice(0).reverse()) await app.dispose();
