@@ -92,10 +92,15 @@ async function main() {
     return;
   }
   const listen = mode === 'lib-listen';
-  const app = await libraryApp(db, table, {
-    worker: { enabled: listen, batchSize: batch, concurrency: 10 },
-    ...wakeUpOption(listen ? process.argv[6] : undefined),
-  }, 4);
+  const app = await libraryApp(
+    db,
+    table,
+    {
+      worker: { enabled: listen, batchSize: batch, concurrency: 10 },
+      ...wakeUpOption(listen ? process.argv[6] : undefined),
+    },
+    4,
+  );
   const sink = app.get(Sink);
   if (listen) {
     sink.onReceive = (m) => out(`R ${m.id} ${Date.now()}`);

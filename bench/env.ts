@@ -6,7 +6,14 @@ import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-t
 import { getDataSourceToken, TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { ClsModule } from 'nestjs-cls';
 import { ClientProxyFactory, Transport } from '@nestjs/microservices';
-import { ClientProxyWakeUp, createOutboxMigrations, OutboxHandler, OutboxModule, type OutboxMessage, type OutboxModuleOptions } from '../lib';
+import {
+  ClientProxyWakeUp,
+  createOutboxMigrations,
+  OutboxHandler,
+  OutboxModule,
+  type OutboxMessage,
+  type OutboxModuleOptions,
+} from '../lib';
 
 export type Db = 'postgres' | 'mariadb' | 'sqlite';
 export const DBS: Db[] = ['postgres', 'mariadb', 'sqlite'];
@@ -72,7 +79,10 @@ export const REDIS_URL = process.env.OUTBOX_BENCH_REDIS_URL ?? 'redis://127.0.0.
 export function wakeUpOption(wake: string | undefined): Pick<OutboxModuleOptions, 'wakeUp'> {
   if (wake !== 'redis') return {};
   const { hostname, port } = new URL(REDIS_URL);
-  const client = ClientProxyFactory.create({ transport: Transport.REDIS, options: { host: hostname, port: Number(port) } });
+  const client = ClientProxyFactory.create({
+    transport: Transport.REDIS,
+    options: { host: hostname, port: Number(port) },
+  });
   // The client is the bench's own, not one of ClientsModule's (which Nest closes at shutdown): it goes
   // with the channel, or its connections keep the process alive.
   class OwnClientWakeUp extends ClientProxyWakeUp {

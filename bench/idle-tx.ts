@@ -161,7 +161,11 @@ async function serverSettings(db: MvccDb, r: Raw): Promise<string> {
   return String(rows[0].s);
 }
 
-export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line: string) => void): Promise<IdleTxResult> {
+export async function idleTransaction(
+  db: MvccDb,
+  sizes: IdleTxSizes,
+  log: (line: string) => void,
+): Promise<IdleTxResult> {
   const loadBefore = loadavg();
   const r = await raw(db, 1);
   await createTables(db, r, TABLE);
@@ -172,7 +176,9 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
   const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
 
   const publish = (n: number) =>
-    tx.withTransaction(() => outbox.publishMany(Array.from({ length: n }, (_, i) => ({ topic: 'bench.event', payload: { i } }))));
+    tx.withTransaction(() =>
+      outbox.publishMany(Array.from({ length: n }, (_, i) => ({ topic: 'bench.event', payload: { i } }))),
+    );
 
   // As the claim section does: the store's claim alone, each batch acknowledged untimed after it.
   const probe = async (): Promise<Probe> => {
@@ -184,11 +190,16 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
       if (db === 'postgres') {
         const { rows } = await r.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${selection.sql}`, selection.params);
         const [plan] = rows[0]['QUERY PLAN'] as Array<{ 'Execution Time': number; Plan: Record<string, number> }>;
-        server.push({ ms: plan['Execution Time'], pages: plan.Plan['Shared Hit Blocks'] + plan.Plan['Shared Read Blocks'] });
+        server.push({
+          ms: plan['Execution Time'],
+          pages: plan.Plan['Shared Hit Blocks'] + plan.Plan['Shared Read Blocks'],
+        });
       } else {
         // In a READ COMMITTED transaction, as the claim runs: at the session's REPEATABLE READ the same
         // selection walks far fewer pages past the unpurged history, and would understate it.
-        const { rows } = await r.transaction((query) => query(`ANALYZE FORMAT=JSON ${selection.sql}`, selection.params));
+        const { rows } = await r.transaction((query) =>
+          query(`ANALYZE FORMAT=JSON ${selection.sql}`, selection.params),
+        );
         const block = (JSON.parse(String(rows[0].ANALYZE)) as MariadbAnalyze).query_block;
         const stats = block.nested_loop?.[0]?.table?.r_engine_stats;
         server.push({ ms: block.r_total_time_ms, pages: stats?.pages_accessed ?? NaN });
@@ -201,8 +212,12 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
       const start = process.hrtime.bigint();
       const claimed = await store.claim({ batchSize: BATCH, leaseMs: 60_000, maxAttempts: 10 });
       times.push(ms(start));
-      if (claimed.events.length !== BATCH) throw new Error(`${db} idle-tx probe: claimed ${claimed.events.length} of ${BATCH}`);
-      await store.acknowledge(claimed.events.map((e) => e.id), claimed.token);
+      if (claimed.events.length !== BATCH)
+        throw new Error(`${db} idle-tx probe: claimed ${claimed.events.length} of ${BATCH}`);
+      await store.acknowledge(
+        claimed.events.map((e) => e.id),
+        claimed.token,
+      );
     }
     times.sort((a, b) => a - b);
     return { p50: percentile(times, 50), p95: percentile(times, 95), serverMs: middle.ms, pages: middle.pages };
@@ -221,7 +236,13 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
   };
 
   /** Publishes and delivers `events` in rounds, probing the claim after each of `stretches` equal parts. */
-  const churn = async (name: string, events: number, stretches: number, note?: string, probeFirst = false): Promise<Phase> => {
+  const churn = async (
+    name: string,
+    events: number,
+    stretches: number,
+    note?: string,
+    probeFirst = false,
+  ): Promise<Phase> => {
     const trend: Probe[] = probeFirst ? [await probe()] : [];
     let drainMs = 0;
     for (let stretch = 0; stretch < stretches; stretch++) {
@@ -237,7 +258,15 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
       trend.push(await probe());
     }
     const claim = trend[trend.length - 1];
-    const phase: Phase = { name, events, claim, trend, drainPerSecond: events / (drainMs / 1000), history: await history(), note };
+    const phase: Phase = {
+      name,
+      events,
+      claim,
+      trend,
+      drainPerSecond: events / (drainMs / 1000),
+      history: await history(),
+      note,
+    };
     log(
       `   ${name}: claim p50 ${claim.p50.toFixed(1)} ms, p95 ${claim.p95.toFixed(1)} ms (along: ${trend.map((t) => t.p50.toFixed(1)).join(' → ')}; ` +
         `server ${trend.map((t) => `${t.serverMs.toFixed(2)} ms ${t.pages} pages`).join(' → ')}), ` +
@@ -270,7 +299,9 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
     if (db === 'postgres') {
       const start = process.hrtime.bigint();
       await r.query(`VACUUM "${TABLE}"`);
-      phases.push(await churn('after VACUUM', sizes.calm, 1, `VACUUM of the table took ${Math.round(ms(start))} ms`, true));
+      phases.push(
+        await churn('after VACUUM', sizes.calm, 1, `VACUUM of the table took ${Math.round(ms(start))} ms`, true),
+      );
     } else {
       // Purge runs by itself once no read view needs the history; wait until it stops shrinking.
       const start = Date.now();
@@ -281,7 +312,14 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
         if (now >= last) break;
         last = now;
       }
-      phases.push(await churn('after purge', sizes.calm, 1, `waited ${Math.round((Date.now() - start) / 1000)} s for History list length to stop falling (last read ${last})`));
+      phases.push(
+        await churn(
+          'after purge',
+          sizes.calm,
+          1,
+          `waited ${Math.round((Date.now() - start) / 1000)} s for History list length to stop falling (last read ${last})`,
+        ),
+      );
     }
   } finally {
     await app.close();
@@ -291,8 +329,15 @@ export async function idleTransaction(db: MvccDb, sizes: IdleTxSizes, log: (line
   return { phases, held, settings, loadBefore, loadAfter: loadavg() };
 }
 
-export function idleTxReport(results: Partial<Record<MvccDb, IdleTxResult>>, sizes: IdleTxSizes, machine: string, date: string, sqlite: boolean): string {
-  const f = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
+export function idleTxReport(
+  results: Partial<Record<MvccDb, IdleTxResult>>,
+  sizes: IdleTxSizes,
+  machine: string,
+  date: string,
+  sqlite: boolean,
+): string {
+  const f = (n: number, digits = 0) =>
+    Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—';
   const load = (l: number[]) => l.map((v) => v.toFixed(2)).join(' ');
   const lines = [
     `Machine: ${machine}. ${date}.`,
@@ -330,7 +375,9 @@ export function idleTxReport(results: Partial<Record<MvccDb, IdleTxResult>>, siz
     );
   }
   if (sqlite) {
-    lines.push('- sqlite: not measured. SQLite keeps no row-version history of this kind (no MVCC vacuum or purge): an open reader there holds back the WAL checkpoint, and the -wal file grows instead.');
+    lines.push(
+      '- sqlite: not measured. SQLite keeps no row-version history of this kind (no MVCC vacuum or purge): an open reader there holds back the WAL checkpoint, and the -wal file grows instead.',
+    );
   }
   return `${lines.join('\n')}\n`;
 }

@@ -77,14 +77,24 @@ async function libraryTable(r: Raw, name: string) {
 async function library(r: Raw): Promise<Cost> {
   const { name, table, dialect } = await libraryTable(r, 'outbox_row_library');
   const run = (s: Statement) => r.query(s.sql, s.params);
-  const executor: SqlExecutor = { run, transaction: (work) => r.transaction((query) => work((s) => query(s.sql, s.params))) };
+  const executor: SqlExecutor = {
+    run,
+    transaction: (work) => r.transaction((query) => work((s) => query(s.sql, s.params))),
+  };
   let token = '';
   const cost = await drain(
     () => {
       token = randomUUID();
       return dialect.claim(executor, table, { batchSize: BATCH, token, leaseMs: LEASE_MS, maxAttempts: MAX_ATTEMPTS });
     },
-    async (rows) => void (await run(dialect.acknowledge(table, rows.map((row) => String(row.id)), token))),
+    async (rows) =>
+      void (await run(
+        dialect.acknowledge(
+          table,
+          rows.map((row) => String(row.id)),
+          token,
+        ),
+      )),
   );
   await dropTables('mariadb', r, name);
   return cost;
@@ -111,7 +121,11 @@ async function lean(r: Raw): Promise<Cost> {
         return rows;
       }),
     async (rows) => {
-      const { sql, params } = dialect.acknowledge(table, rows.map((row) => String(row.id)), token);
+      const { sql, params } = dialect.acknowledge(
+        table,
+        rows.map((row) => String(row.id)),
+        token,
+      );
       await r.query(sql, params);
     },
   );
@@ -140,7 +154,8 @@ async function narrow(r: Raw): Promise<Cost> {
     );
   }
   await r.query(`ANALYZE TABLE ${t}`);
-  const columns = '`seq`, `id`, `topic`, `key`, `payload`, `headers`, `status`, `attempts`, `completed_handlers`, `last_error`, `note`, `last_expired_attempt`, `created_at`, `claim_token`';
+  const columns =
+    '`seq`, `id`, `topic`, `key`, `payload`, `headers`, `status`, `attempts`, `completed_handlers`, `last_error`, `note`, `last_expired_attempt`, `created_at`, `claim_token`';
   const spent = '`attempts` >= ?';
   let token = '';
   const cost = await drain(
@@ -200,11 +215,22 @@ async function relay(r: Raw): Promise<Cost> {
   const cost = await drain(
     () =>
       r.transaction(async (query) => {
-        const { rows } = await query(`SELECT \`id\`, \`payload\` FROM ${t} WHERE \`status\` = 0 ORDER BY \`id\` LIMIT ? FOR UPDATE SKIP LOCKED`, [BATCH]);
-        if (rows.length) await query(`UPDATE ${t} SET \`status\` = 1 WHERE \`id\` IN (${list(rows.length)})`, rows.map((row) => row.id));
+        const { rows } = await query(
+          `SELECT \`id\`, \`payload\` FROM ${t} WHERE \`status\` = 0 ORDER BY \`id\` LIMIT ? FOR UPDATE SKIP LOCKED`,
+          [BATCH],
+        );
+        if (rows.length)
+          await query(
+            `UPDATE ${t} SET \`status\` = 1 WHERE \`id\` IN (${list(rows.length)})`,
+            rows.map((row) => row.id),
+          );
         return rows;
       }),
-    async (rows) => void (await r.query(`UPDATE ${t} SET \`status\` = 2 WHERE \`id\` IN (${list(rows.length)})`, rows.map((row) => row.id))),
+    async (rows) =>
+      void (await r.query(
+        `UPDATE ${t} SET \`status\` = 2 WHERE \`id\` IN (${list(rows.length)})`,
+        rows.map((row) => row.id),
+      )),
   );
   await dropRelayTable('mariadb', r, name);
   return cost;
@@ -212,7 +238,12 @@ async function relay(r: Raw): Promise<Cost> {
 
 async function main(): Promise<void> {
   const r = await raw('mariadb', 1);
-  const shapes: Array<[string, (r: Raw) => Promise<Cost>]> = [['library', library], ['lean', lean], ['narrow', narrow], ['relay', relay]];
+  const shapes: Array<[string, (r: Raw) => Promise<Cost>]> = [
+    ['library', library],
+    ['lean', lean],
+    ['narrow', narrow],
+    ['relay', relay],
+  ];
   const costs = new Map<string, Cost[]>(shapes.map(([name]) => [name, []]));
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, run] of shapes) costs.get(name)!.push(await run(r));
@@ -221,7 +252,9 @@ async function main(): Promise<void> {
   console.log(`MariaDB, ${EVENTS} events, batch ${BATCH}, one client, median of ${ROUNDS} rounds, µs per event:`);
   for (const [name, runs] of costs) {
     const m = (pick: (c: Cost) => number) => median(runs.map(pick)).toFixed(1);
-    console.log(`${name.padEnd(8)} claim ${m((c) => c.claim)}  acknowledge ${m((c) => c.ack)}  both ${m((c) => c.claim + c.ack)}  server CPU ${m((c) => c.server)}`);
+    console.log(
+      `${name.padEnd(8)} claim ${m((c) => c.claim)}  acknowledge ${m((c) => c.ack)}  both ${m((c) => c.claim + c.ack)}  server CPU ${m((c) => c.server)}`,
+    );
   }
 }
 

@@ -54,7 +54,8 @@ async function rowCount(db: Db): Promise<number> {
 async function retentionClaim(db: Db, sizes: OperationsSizes) {
   const claims = async (store: OutboxStore) => {
     const times: number[] = [];
-    for (let i = 0; i < 10; i++) times.push(await timedMs(() => store.claim({ batchSize: 500, leaseMs: 60_000, maxAttempts: 10 })));
+    for (let i = 0; i < 10; i++)
+      times.push(await timedMs(() => store.claim({ batchSize: 500, leaseMs: 60_000, maxAttempts: 10 })));
     return median(times);
   };
   await freshTable(db, [[sizes.pending, 'pending']]);
@@ -66,7 +67,12 @@ async function retentionClaim(db: Db, sizes: OperationsSizes) {
     [sizes.history, 'delivered'],
     [sizes.pending, 'pending'],
   ]);
-  app = await libraryApp(db, TABLE, { worker: { enabled: false }, retention: { deliveredMs: 1000, batchSize: 1000 } }, 3);
+  app = await libraryApp(
+    db,
+    TABLE,
+    { worker: { enabled: false }, retention: { deliveredMs: 1000, batchSize: 1000 } },
+    3,
+  );
   await sleep(1100);
   const started = performance.now();
   const purging = app.get(OutboxWorker).purge();
@@ -75,7 +81,14 @@ async function retentionClaim(db: Db, sizes: OperationsSizes) {
   const { delivered } = await purging;
   const purgeSeconds = (performance.now() - started) / 1000;
   await app.close();
-  return { emptyMs, purgingMs, ratio: purgingMs / emptyMs, deleted: delivered, purgeSeconds, rowsWhenClaimsEnded: purgedBeforeClaimsEnded };
+  return {
+    emptyMs,
+    purgingMs,
+    ratio: purgingMs / emptyMs,
+    deleted: delivered,
+    purgeSeconds,
+    rowsWhenClaimsEnded: purgedBeforeClaimsEnded,
+  };
 }
 
 /**
@@ -85,7 +98,12 @@ async function retentionClaim(db: Db, sizes: OperationsSizes) {
  */
 async function soak(db: Db, sizes: OperationsSizes) {
   await freshTable(db, []);
-  const app = await libraryApp(db, TABLE, { worker: { batchSize: 500 }, retention: { deliveredMs: 10_000, intervalMs: 1000 } }, 6);
+  const app = await libraryApp(
+    db,
+    TABLE,
+    { worker: { batchSize: 500 }, retention: { deliveredMs: 10_000, intervalMs: 1000 } },
+    6,
+  );
   const sink = app.get(Sink);
   const deliveries: number[] = [];
   sink.onReceive = () => deliveries.push(performance.now());
@@ -95,7 +113,9 @@ async function soak(db: Db, sizes: OperationsSizes) {
   const started = performance.now();
   for (let sent = 0, tick = 0; sent < sizes.soakEvents; tick++) {
     const n = Math.min(perTick, sizes.soakEvents - sent);
-    await tx.withTransaction(() => outbox.publishMany(Array.from({ length: n }, (_, i) => ({ topic: 'bench.event', payload: { i: sent + i } }))));
+    await tx.withTransaction(() =>
+      outbox.publishMany(Array.from({ length: n }, (_, i) => ({ topic: 'bench.event', payload: { i: sent + i } }))),
+    );
     sent += n;
     const wait = started + ((tick + 1) * 1000) / 10 - performance.now();
     if (wait > 0) await sleep(wait);
@@ -194,7 +214,12 @@ export async function operationsBench(db: Db, sizes: OperationsSizes, log: (line
 
 export type OperationsResult = Awaited<ReturnType<typeof operationsBench>>;
 
-export function operationsRows(db: Db, o: OperationsResult, sizes: OperationsSizes, f: (n: number, digits?: number) => string): string[] {
+export function operationsRows(
+  db: Db,
+  o: OperationsResult,
+  sizes: OperationsSizes,
+  f: (n: number, digits?: number) => string,
+): string[] {
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
   const lines: string[] = [];
   const c = o.retentionClaim;

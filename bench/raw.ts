@@ -15,10 +15,12 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
   if (db === 'postgres') {
     const { Pool } = await import('pg');
     const p = new Pool({ connectionString: PG_URL, max: pool });
-    const run = (q: { query: (sql: string, params: unknown[]) => Promise<import('pg').QueryResult> }) => async (sql: string, params: unknown[] = []) => {
-      const r = await q.query(sql, params);
-      return { rows: r.rows, affected: r.rowCount ?? 0 };
-    };
+    const run =
+      (q: { query: (sql: string, params: unknown[]) => Promise<import('pg').QueryResult> }) =>
+      async (sql: string, params: unknown[] = []) => {
+        const r = await q.query(sql, params);
+        return { rows: r.rows, affected: r.rowCount ?? 0 };
+      };
     return {
       query: run(p),
       transaction: async (work) => {
@@ -41,10 +43,14 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
   if (db === 'mariadb') {
     const mysql = await import('mysql2/promise');
     const p = mysql.createPool({ uri: MARIADB_URL, connectionLimit: pool });
-    const run = (q: { query: (sql: string, params?: unknown[]) => Promise<unknown> }) => async (sql: string, params: unknown[] = []) => {
-      const [r] = (await q.query(sql, params)) as [unknown];
-      return Array.isArray(r) ? { rows: r as Record<string, unknown>[], affected: 0 } : { rows: [], affected: (r as { affectedRows: number }).affectedRows };
-    };
+    const run =
+      (q: { query: (sql: string, params?: unknown[]) => Promise<unknown> }) =>
+      async (sql: string, params: unknown[] = []) => {
+        const [r] = (await q.query(sql, params)) as [unknown];
+        return Array.isArray(r)
+          ? { rows: r as Record<string, unknown>[], affected: 0 }
+          : { rows: [], affected: (r as { affectedRows: number }).affectedRows };
+      };
     return {
       query: run(p),
       transaction: async (work) => {
@@ -112,7 +118,9 @@ export async function createTables(db: Db, r: Raw, table: string): Promise<void>
   // The table as the latest migrations leave it.
   const steps = OUTBOX_SCHEMA_VERSIONS.flatMap((step) => dialect.upgrade(step.version, outboxTable(table)));
   for (const sql of [...dialect.createSchema(outboxTable(table)), ...steps]) await r.query(sql);
-  await r.query(`CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`);
+  await r.query(
+    `CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`,
+  );
 }
 
 export async function dropTables(db: Db, r: Raw, table: string): Promise<void> {
@@ -129,7 +137,14 @@ let filled = 0;
  * as they do when a real application writes them over time; random ids would scatter each claim over
  * the whole table and measure the fill rather than the outbox.
  */
-export async function fill(db: Db, r: Raw, table: string, count: number, status: 'pending' | 'delivered' = 'pending', spreadMs = 0) {
+export async function fill(
+  db: Db,
+  r: Raw,
+  table: string,
+  count: number,
+  status: 'pending' | 'delivered' = 'pending',
+  spreadMs = 0,
+) {
   for (let done = 0; done < count; done += 100_000) {
     const n = Math.min(100_000, count - done);
     const base = filled;
@@ -190,11 +205,10 @@ export async function rawEnqueue(db: Db, r: Raw, table: string, outbox: boolean)
     } else {
       await query(`INSERT INTO "${table}_orders" ("id", "amount") VALUES (?, ?)`, [id, 42]);
       if (outbox) {
-        await query(`INSERT INTO "${table}" ("id", "topic", "payload", "available_at") VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`, [
-          randomUUID(),
-          'bench.event',
-          JSON.stringify({ orderId: id, amount: 42 }),
-        ]);
+        await query(
+          `INSERT INTO "${table}" ("id", "topic", "payload", "available_at") VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`,
+          [randomUUID(), 'bench.event', JSON.stringify({ orderId: id, amount: 42 })],
+        );
       }
     }
   });

@@ -15,7 +15,9 @@ export async function createRelayTable(db: Db, r: Raw, table: string): Promise<v
   const t = q(db, relayTable(table));
   await r.query(`DROP TABLE IF EXISTS ${t}`);
   if (db === 'postgres') {
-    await r.query(`CREATE TABLE ${t} ("id" bigserial PRIMARY KEY, "topic" text NOT NULL, "payload" jsonb NOT NULL, "status" smallint NOT NULL DEFAULT 0)`);
+    await r.query(
+      `CREATE TABLE ${t} ("id" bigserial PRIMARY KEY, "topic" text NOT NULL, "payload" jsonb NOT NULL, "status" smallint NOT NULL DEFAULT 0)`,
+    );
     await r.query(`CREATE INDEX ON ${t} ("id") WHERE "status" = 0`);
   } else if (db === 'mariadb') {
     await r.query(
@@ -23,7 +25,9 @@ export async function createRelayTable(db: Db, r: Raw, table: string): Promise<v
         '`payload` longtext NOT NULL, `status` tinyint NOT NULL DEFAULT 0, KEY (`status`, `id`)) ENGINE=InnoDB',
     );
   } else {
-    await r.query(`CREATE TABLE ${t} ("id" INTEGER PRIMARY KEY, "topic" text NOT NULL, "payload" text NOT NULL, "status" integer NOT NULL DEFAULT 0)`);
+    await r.query(
+      `CREATE TABLE ${t} ("id" INTEGER PRIMARY KEY, "topic" text NOT NULL, "payload" text NOT NULL, "status" integer NOT NULL DEFAULT 0)`,
+    );
     await r.query(`CREATE INDEX "${relayTable(table)}_due" ON ${t} ("id") WHERE "status" = 0`);
   }
 }
@@ -37,7 +41,9 @@ export async function fillRelay(db: Db, r: Raw, table: string, count: number): P
   for (let done = 0; done < count; done += 100_000) {
     const n = Math.min(100_000, count - done);
     if (db === 'postgres') {
-      await r.query(`INSERT INTO ${t} ("topic", "payload") SELECT 'bench.event', '{"n":1}'::jsonb FROM generate_series(1, ${n})`);
+      await r.query(
+        `INSERT INTO ${t} ("topic", "payload") SELECT 'bench.event', '{"n":1}'::jsonb FROM generate_series(1, ${n})`,
+      );
     } else if (db === 'mariadb') {
       await r.query(`INSERT INTO ${t} (\`topic\`, \`payload\`) SELECT 'bench.event', '{"n":1}' FROM seq_1_to_${n}`);
     } else {
@@ -56,16 +62,31 @@ export async function relayEnqueue(db: Db, r: Raw, table: string, id: string): P
   await r.transaction(async (query) => {
     if (db === 'postgres') {
       await query(`INSERT INTO "${table}_orders" ("id", "amount") VALUES ($1, $2)`, [id, 42]);
-      await query(`INSERT INTO "${relayTable(table)}" ("topic", "payload") VALUES ($1, $2::jsonb)`, ['bench.event', payload]);
+      await query(`INSERT INTO "${relayTable(table)}" ("topic", "payload") VALUES ($1, $2::jsonb)`, [
+        'bench.event',
+        payload,
+      ]);
     } else {
-      await query(`INSERT INTO ${q(db, `${table}_orders`)} (${q(db, 'id')}, ${q(db, 'amount')}) VALUES (?, ?)`, [id, 42]);
-      await query(`INSERT INTO ${q(db, relayTable(table))} (${q(db, 'topic')}, ${q(db, 'payload')}) VALUES (?, ?)`, ['bench.event', payload]);
+      await query(`INSERT INTO ${q(db, `${table}_orders`)} (${q(db, 'id')}, ${q(db, 'amount')}) VALUES (?, ?)`, [
+        id,
+        42,
+      ]);
+      await query(`INSERT INTO ${q(db, relayTable(table))} (${q(db, 'topic')}, ${q(db, 'payload')}) VALUES (?, ?)`, [
+        'bench.event',
+        payload,
+      ]);
     }
   });
 }
 
 /** Claims, hands each payload to `handle`, acknowledges per batch, until a claim comes back empty. */
-export async function relayDrain(db: Db, r: Raw, table: string, batch: number, handle: (payload: unknown) => void): Promise<number> {
+export async function relayDrain(
+  db: Db,
+  r: Raw,
+  table: string,
+  batch: number,
+  handle: (payload: unknown) => void,
+): Promise<number> {
   const t = q(db, relayTable(table));
   let delivered = 0;
   for (;;) {
@@ -78,8 +99,17 @@ export async function relayDrain(db: Db, r: Raw, table: string, batch: number, h
       ));
     } else if (db === 'mariadb') {
       rows = await r.transaction(async (query) => {
-        const picked = (await query(`SELECT \`id\`, \`payload\` FROM ${t} WHERE \`status\` = 0 ORDER BY \`id\` LIMIT ? FOR UPDATE SKIP LOCKED`, [batch])).rows;
-        if (picked.length) await query(`UPDATE ${t} SET \`status\` = 1 WHERE \`id\` IN (${picked.map(() => '?').join(', ')})`, picked.map((p) => p.id));
+        const picked = (
+          await query(
+            `SELECT \`id\`, \`payload\` FROM ${t} WHERE \`status\` = 0 ORDER BY \`id\` LIMIT ? FOR UPDATE SKIP LOCKED`,
+            [batch],
+          )
+        ).rows;
+        if (picked.length)
+          await query(
+            `UPDATE ${t} SET \`status\` = 1 WHERE \`id\` IN (${picked.map(() => '?').join(', ')})`,
+            picked.map((p) => p.id),
+          );
         return picked;
       });
     } else {
@@ -95,13 +125,19 @@ export async function relayDrain(db: Db, r: Raw, table: string, batch: number, h
       ids.push(row.id);
     }
     if (db === 'postgres') await r.query(`UPDATE ${t} SET "status" = 2 WHERE "id" = ANY($1::bigint[])`, [ids]);
-    else await r.query(`UPDATE ${t} SET ${q(db, 'status')} = 2 WHERE ${q(db, 'id')} IN (${ids.map(() => '?').join(', ')})`, ids);
+    else
+      await r.query(
+        `UPDATE ${t} SET ${q(db, 'status')} = 2 WHERE ${q(db, 'id')} IN (${ids.map(() => '?').join(', ')})`,
+        ids,
+      );
     delivered += rows.length;
   }
 }
 
 /** How many relay events were acknowledged exactly once (status 2). */
 export async function relayDelivered(db: Db, r: Raw, table: string): Promise<number> {
-  const { rows } = await r.query(`SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, relayTable(table))} WHERE ${q(db, 'status')} = 2`);
+  const { rows } = await r.query(
+    `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, relayTable(table))} WHERE ${q(db, 'status')} = 2`,
+  );
   return Number(rows[0].n);
 }

@@ -27,7 +27,9 @@ import { operationsBench, operationsRows, type OperationsResult, type Operations
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
-const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? ['enqueue', 'drain', 'latency', 'memory', 'claim', 'operations']);
+const SECTIONS = new Set(
+  process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? ['enqueue', 'drain', 'latency', 'memory', 'claim', 'operations'],
+);
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
   drainEvents: QUICK ? 5_000 : 50_000,
@@ -71,11 +73,15 @@ interface Child {
 }
 
 function child(args: string[], nodeArgs: string[] = []): Child {
-  const proc = spawn(process.execPath, [...nodeArgs, '-r', 'ts-node/register/transpile-only', join(ROOT, 'bench/child.ts'), ...args], {
-    cwd: ROOT,
-    env: { ...process.env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [...nodeArgs, '-r', 'ts-node/register/transpile-only', join(ROOT, 'bench/child.ts'), ...args],
+    {
+      cwd: ROOT,
+      env: { ...process.env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
   const lines: string[] = [];
   const listeners: Array<(line: string) => void> = [];
   let resolveReady!: () => void;
@@ -84,7 +90,10 @@ function child(args: string[], nodeArgs: string[] = []): Child {
   const ready = new Promise<void>((resolve, reject) => ((resolveReady = resolve), (rejectAll = reject)));
   const result = new Promise<Record<string, number>>((resolve, reject) => {
     resolveResult = resolve;
-    proc.on('exit', (code) => code !== 0 && code !== null && reject(new Error(`child ${args.join(' ')} exited ${code}`)));
+    proc.on(
+      'exit',
+      (code) => code !== 0 && code !== null && reject(new Error(`child ${args.join(' ')} exited ${code}`)),
+    );
   });
   proc.on('exit', (code) => code && rejectAll(new Error(`child ${args.join(' ')} exited ${code}`)));
   createInterface({ input: proc.stdout }).on('line', (line) => {
@@ -103,7 +112,11 @@ function child(args: string[], nodeArgs: string[] = []): Child {
   };
 }
 
-const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
+const median = (values: number[]) =>
+  percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
 
 async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const start = process.hrtime.bigint();
@@ -204,7 +217,8 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
   if (impl === 'relay') await dropRelayTable(db, r, TABLE);
   await r.close();
   const exactlyOnce = delivered === SIZES.drainEvents && n === SIZES.drainEvents;
-  if (!exactlyOnce) throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${SIZES.drainEvents}`);
+  if (!exactlyOnce)
+    throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${SIZES.drainEvents}`);
   return { eventsPerSecond: SIZES.drainEvents / (ms / 1000), exactlyOnce };
 }
 
@@ -240,8 +254,17 @@ async function latency(db: Db, wake: 'own' | 'redis' = 'own') {
   listener.go(); // asks it to stop
   await new Promise((resolve) => setTimeout(resolve, 200));
   listener.kill();
-  const delays = [...committed].map(([id, at]) => (received.get(id) ?? NaN) - at).filter(Number.isFinite).sort((a, b) => a - b);
-  return { events: count, received: delays.length, p50: percentile(delays, 50), p95: percentile(delays, 95), p99: percentile(delays, 99) };
+  const delays = [...committed]
+    .map(([id, at]) => (received.get(id) ?? NaN) - at)
+    .filter(Number.isFinite)
+    .sort((a, b) => a - b);
+  return {
+    events: count,
+    received: delays.length,
+    p50: percentile(delays, 50),
+    p95: percentile(delays, 95),
+    p99: percentile(delays, 99),
+  };
 }
 
 /**
@@ -308,8 +331,17 @@ async function main() {
   const dbs = ONLY ?? DBS;
   if (process.env.OUTBOX_BENCH_REPORT_ONLY === '1') {
     // Renders bench/results/latest.md again from latest.json (after a change to the report or its targets).
-    const results = JSON.parse(readFileSync(join(ROOT, 'bench/results/latest.json'), 'utf8')) as Record<string, unknown>;
-    writeFileSync(join(ROOT, 'bench/results/latest.md'), report(results, dbs.filter((db) => db in results)));
+    const results = JSON.parse(readFileSync(join(ROOT, 'bench/results/latest.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+    writeFileSync(
+      join(ROOT, 'bench/results/latest.md'),
+      report(
+        results,
+        dbs.filter((db) => db in results),
+      ),
+    );
     return;
   }
   const results: Record<string, unknown> = {
@@ -335,7 +367,8 @@ async function main() {
         // one moved by ±20% between runs on this machine.
         const samples: Record<string, number[]> = { relay: [], raw: [], lib: [] };
         for (let round = 0; round < DRAIN_ROUNDS; round++) {
-          for (const impl of ['relay', 'raw', 'lib'] as const) samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
+          for (const impl of ['relay', 'raw', 'lib'] as const)
+            samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
         }
         for (const impl of ['relay', 'raw', 'lib'] as const) {
           d[`${impl}_${workers}w_b${batch}`] = median(samples[impl]);
@@ -358,7 +391,13 @@ async function main() {
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   if (SECTIONS.has('idle-tx')) {
-    const md = idleTxReport(idleTx, IDLE_TX_SIZES, String(results.machine), String(results.date), dbs.includes('sqlite'));
+    const md = idleTxReport(
+      idleTx,
+      IDLE_TX_SIZES,
+      String(results.machine),
+      String(results.date),
+      dbs.includes('sqlite'),
+    );
     const json = { machine: results.machine, date: results.date, sizes: IDLE_TX_SIZES, ...idleTx };
     writeFileSync(join(ROOT, 'bench/results/idle-transaction.json'), `${JSON.stringify(json, null, 2)}\n`);
     writeFileSync(join(ROOT, 'bench/results/idle-transaction.md'), md);
@@ -383,8 +422,14 @@ type R = {
 };
 
 function report(results: Record<string, unknown>, dbs: Db[]): string {
-  const { machine, date, drainRounds, notes } = results as { machine: string; date: string; drainRounds?: number; notes?: string[] };
-  const f = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
+  const { machine, date, drainRounds, notes } = results as {
+    machine: string;
+    date: string;
+    drainRounds?: number;
+    notes?: string[];
+  };
+  const f = (n: number, digits = 0) =>
+    Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—';
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
   const lines = [
     `Machine: ${machine}. ${date}. Drain: ${f(SIZES.drainEvents)} events, no-op handler${drainRounds ? `, medians of ${drainRounds} interleaved rounds` : ', one round'}.`,
@@ -393,7 +438,7 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
     '',
     `Enqueue: medians of ${ENQUEUE_ROUNDS} interleaved rounds of ${SIZES.enqueueSeconds} s per variant.`,
     '',
-    'Two baselines in the same run: raw SQL does the library\'s work on the library\'s schema; the minimal relay',
+    "Two baselines in the same run: raw SQL does the library's work on the library's schema; the minimal relay",
     '(bench/relay.ts) does the least any relay can, on a narrow table of its own (no leases, attempts or fencing).',
     '',
     '| database | measure | minimal relay | raw SQL | library | library / relay | library / raw | target |',
@@ -419,7 +464,14 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
       const lib = r.drain[`lib_${config}`];
       const relay = r.drain[`relay_${config}`];
       const ratio = lib / r.drain[key];
-      const target = db === 'postgres' ? (config === '4w_b500' ? 0.7 : undefined) : config.endsWith('b500') && (db === 'sqlite' || config.startsWith('4w')) ? 0.6 : undefined;
+      const target =
+        db === 'postgres'
+          ? config === '4w_b500'
+            ? 0.7
+            : undefined
+          : config.endsWith('b500') && (db === 'sqlite' || config.startsWith('4w'))
+            ? 0.6
+            : undefined;
       const relayTarget = RELAY_TARGETS[db]?.[config];
       const targets = [
         relayTarget ? `≥ ${relayTarget} of relay: ${verdict(lib / relay >= relayTarget)}` : '',
@@ -431,7 +483,11 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
       );
     }
   }
-  lines.push('', '| database | measure | raw SQL | library | library / raw | target |', '| --- | --- | ---: | ---: | ---: | --- |');
+  lines.push(
+    '',
+    '| database | measure | raw SQL | library | library / raw | target |',
+    '| --- | --- | ---: | ---: | ---: | --- |',
+  );
   for (const db of dbs) {
     const r = results[db] as R;
     const latencyRow = (l: NonNullable<R['latency']>, how: string, target: string) =>
@@ -444,11 +500,18 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
     }
     if (r.latencyRedis) {
       const l = r.latencyRedis;
-      lines.push(latencyRow(l, 'ClientProxyWakeUp (Redis)', db === 'mariadb' ? `p99 ≤ 10: ${verdict(l.p99 <= 10)}` : 'no target'));
+      lines.push(
+        latencyRow(
+          l,
+          'ClientProxyWakeUp (Redis)',
+          db === 'mariadb' ? `p99 ≤ 10: ${verdict(l.p99 <= 10)}` : 'no target',
+        ),
+      );
     }
     if (r.memory) {
       const { raw: base, libDefault, lib500 } = r.memory;
-      const rss = (m: typeof base) => `${f(m.rssBeforeMb)} → ${f(m.rssAfterMb)} (heap ${f(m.heapBeforeMb)} → ${f(m.heapAfterMb)})`;
+      const rss = (m: typeof base) =>
+        `${f(m.rssBeforeMb)} → ${f(m.rssAfterMb)} (heap ${f(m.heapBeforeMb)} → ${f(m.heapAfterMb)})`;
       lines.push(
         `| ${db} | RSS draining ${f(libDefault.events)} events, default batch ${libDefault.batch} (MB) | ${rss(base)} at batch 500 | ${rss(libDefault)} | | growth ≤ 50: ${verdict(libDefault.growthMb <= 50)} (${f(libDefault.growthMb, 1)}) |`,
         `| ${db} | RSS draining ${f(lib500.events)} events, batch 500 (MB) | ${rss(base)} | ${rss(lib500)} | | growth ${f(lib500.growthMb, 1)}, no target: see docs/benchmark.md (Memory) |`,

@@ -24,10 +24,26 @@ const SECONDS = 2;
 const ROUNDS = 3;
 const table = outboxTable('outbox_event');
 const dialect = new SqliteDialect();
-const event = { topic: 'bench.event', key: null, dedupeKey: null, payloadJson: '', headersJson: '{}', headers: {}, availableAt: null, delayMs: 0 };
+const event = {
+  topic: 'bench.event',
+  key: null,
+  dedupeKey: null,
+  payloadJson: '',
+  headersJson: '{}',
+  headers: {},
+  availableAt: null,
+  delayMs: 0,
+};
 
 type Variant = 'business only' | 'relay' | 'library' | 'no claim index' | 'claim index on due time' | 'without rowid';
-const VARIANTS: Variant[] = ['business only', 'relay', 'library', 'no claim index', 'claim index on due time', 'without rowid'];
+const VARIANTS: Variant[] = [
+  'business only',
+  'relay',
+  'library',
+  'no claim index',
+  'claim index on due time',
+  'without rowid',
+];
 
 function open(variant: Variant): Database.Database {
   for (const suffix of ['', '-wal', '-shm']) rmSync(FILE + suffix, { force: true });
@@ -35,14 +51,19 @@ function open(variant: Variant): Database.Database {
   db.pragma('journal_mode = WAL');
   db.exec('CREATE TABLE "orders" ("id" varchar(36) PRIMARY KEY, "amount" integer NOT NULL)');
   if (variant === 'relay') {
-    db.exec(`CREATE TABLE "r" ("id" INTEGER PRIMARY KEY, "topic" text NOT NULL, "payload" text NOT NULL, "status" integer NOT NULL DEFAULT 0)`);
+    db.exec(
+      `CREATE TABLE "r" ("id" INTEGER PRIMARY KEY, "topic" text NOT NULL, "payload" text NOT NULL, "status" integer NOT NULL DEFAULT 0)`,
+    );
     db.exec(`CREATE INDEX "r_due" ON "r" ("id") WHERE "status" = 0`);
   } else if (variant !== 'business only') {
-    for (const sql of sqliteSchema.createSchema(table)) db.exec(variant === 'without rowid' && sql.startsWith('CREATE TABLE') ? `${sql} WITHOUT ROWID` : sql);
-    for (const { version } of OUTBOX_SCHEMA_VERSIONS) for (const sql of sqliteSchema.upgrade(version, table)) db.exec(sql);
+    for (const sql of sqliteSchema.createSchema(table))
+      db.exec(variant === 'without rowid' && sql.startsWith('CREATE TABLE') ? `${sql} WITHOUT ROWID` : sql);
+    for (const { version } of OUTBOX_SCHEMA_VERSIONS)
+      for (const sql of sqliteSchema.upgrade(version, table)) db.exec(sql);
     const claim = indexNames(table.name).claim;
     if (variant === 'no claim index' || variant === 'claim index on due time') db.exec(`DROP INDEX "${claim}"`);
-    if (variant === 'claim index on due time') db.exec(`CREATE INDEX "${claim}" ON "outbox_event" ("available_at") WHERE "status" = 'pending'`);
+    if (variant === 'claim index on due time')
+      db.exec(`CREATE INDEX "${claim}" ON "outbox_event" ("available_at") WHERE "status" = 'pending'`);
   }
   return db;
 }
@@ -51,8 +72,12 @@ function open(variant: Variant): Database.Database {
 function rate(variant: Variant): number {
   const db = open(variant);
   const order = db.prepare('INSERT INTO "orders" ("id", "amount") VALUES (?, 42)');
-  const relay = variant === 'relay' ? db.prepare(`INSERT INTO "r" ("topic", "payload") VALUES ('bench.event', ?)`) : undefined;
-  const library = variant === 'relay' || variant === 'business only' ? undefined : db.prepare(dialect.insert(table, [{ id: uuidv7(), event }]).sql);
+  const relay =
+    variant === 'relay' ? db.prepare(`INSERT INTO "r" ("topic", "payload") VALUES ('bench.event', ?)`) : undefined;
+  const library =
+    variant === 'relay' || variant === 'business only'
+      ? undefined
+      : db.prepare(dialect.insert(table, [{ id: uuidv7(), event }]).sql);
   const transaction = db.transaction(() => {
     const id = randomUUID();
     order.run(id);

@@ -67,11 +67,24 @@ async function library(): Promise<Cost> {
   const table = outboxTable('outbox_event');
   const dialect = new SqliteDialect();
   for (const sql of sqliteSchema.createSchema(table)) db.exec(sql);
-  for (const { version } of OUTBOX_SCHEMA_VERSIONS) for (const sql of sqliteSchema.upgrade(version, table)) db.exec(sql);
-  const event = { topic: 'bench.event', key: null, dedupeKey: null, payloadJson: '{"n":1}', headersJson: '{}', headers: {}, availableAt: null, delayMs: 0 };
+  for (const { version } of OUTBOX_SCHEMA_VERSIONS)
+    for (const sql of sqliteSchema.upgrade(version, table)) db.exec(sql);
+  const event = {
+    topic: 'bench.event',
+    key: null,
+    dedupeKey: null,
+    payloadJson: '{"n":1}',
+    headersJson: '{}',
+    headers: {},
+    availableAt: null,
+    delayMs: 0,
+  };
   db.transaction(() => {
     for (let done = 0; done < EVENTS; done += 500) {
-      const { sql, params } = dialect.insert(table, Array.from({ length: 500 }, () => ({ id: uuidv7(), event })));
+      const { sql, params } = dialect.insert(
+        table,
+        Array.from({ length: 500 }, () => ({ id: uuidv7(), event })),
+      );
       db.prepare(sql).run(...params);
     }
   })();
@@ -88,7 +101,11 @@ async function library(): Promise<Cost> {
       return dialect.claim(executor, table, { batchSize: BATCH, token, leaseMs: LEASE_MS, maxAttempts: MAX_ATTEMPTS });
     },
     (rows) => {
-      const { sql, params } = dialect.acknowledge(table, rows.map((row) => String(row.id)), token);
+      const { sql, params } = dialect.acknowledge(
+        table,
+        rows.map((row) => String(row.id)),
+        token,
+      );
       db.prepare(sql).run(...params);
     },
   );
@@ -118,10 +135,18 @@ function narrow(): Promise<Cost> {
   const now = '(SELECT "now" FROM clock)';
   const spent = `"attempts" >= ${MAX_ATTEMPTS}`;
   const log: AttemptLogSql = {
-    object: (e) => `json_object('attempt', ${e.attempt}, 'startedAt', ${e.startedAt}, 'finishedAt', ${e.finishedAt}, 'outcome', ${e.outcome}, 'error', ${e.error}, 'round', ${e.round})`,
+    object: (e) =>
+      `json_object('attempt', ${e.attempt}, 'startedAt', ${e.startedAt}, 'finishedAt', ${e.finishedAt}, 'outcome', ${e.outcome}, 'error', ${e.error}, 'round', ${e.round})`,
     append: (current, entry) => `json_insert(COALESCE(${current}, '[]'), '$[#]', ${entry})`,
   };
-  const expired = appendAttempt(log, '"attempt_log"', { attempt: '"attempts"', startedAt: '"claimed_at"', finishedAt: '"available_at"', outcome: "'expired'", error: 'NULL', round: '"redrive_count"' });
+  const expired = appendAttempt(log, '"attempt_log"', {
+    attempt: '"attempts"',
+    startedAt: '"claimed_at"',
+    finishedAt: '"available_at"',
+    outcome: "'expired'",
+    error: 'NULL',
+    round: '"redrive_count"',
+  });
   const claim = db.prepare(`WITH clock AS (SELECT ${NOW_MS} AS "now"),
     picked AS (SELECT "seq" FROM "n" WHERE "status" = 0 AND "available_at" <= ${now} ORDER BY "available_at", "seq" LIMIT ?)
     UPDATE "n" SET
@@ -153,21 +178,32 @@ function narrow(): Promise<Cost> {
 
 function relay(): Promise<Cost> {
   const db = open('/tmp/outbox-sqlite-row-relay.sqlite');
-  db.exec(`CREATE TABLE "r" ("id" INTEGER PRIMARY KEY, "topic" text NOT NULL, "payload" text NOT NULL, "status" integer NOT NULL DEFAULT 0)`);
+  db.exec(
+    `CREATE TABLE "r" ("id" INTEGER PRIMARY KEY, "topic" text NOT NULL, "payload" text NOT NULL, "status" integer NOT NULL DEFAULT 0)`,
+  );
   db.exec(`CREATE INDEX "r_due" ON "r" ("id") WHERE "status" = 0`);
   const insert = db.prepare(`INSERT INTO "r" ("topic", "payload") VALUES ('bench.event', '{"n":1}')`);
   db.transaction(() => {
     for (let i = 0; i < EVENTS; i++) insert.run();
   })();
-  const claim = db.prepare(`UPDATE "r" SET "status" = 1 WHERE "id" IN (SELECT "id" FROM "r" WHERE "status" = 0 ORDER BY "id" LIMIT ?) RETURNING "id", "payload"`);
+  const claim = db.prepare(
+    `UPDATE "r" SET "status" = 1 WHERE "id" IN (SELECT "id" FROM "r" WHERE "status" = 0 ORDER BY "id" LIMIT ?) RETURNING "id", "payload"`,
+  );
   return drain(
     () => claim.all(BATCH) as Array<{ id: number }>,
-    (rows) => db.prepare(`UPDATE "r" SET "status" = 2 WHERE "id" IN (${placeholders(rows.length)})`).run(...rows.map((row) => row.id)),
+    (rows) =>
+      db
+        .prepare(`UPDATE "r" SET "status" = 2 WHERE "id" IN (${placeholders(rows.length)})`)
+        .run(...rows.map((row) => row.id)),
   );
 }
 
 async function main(): Promise<void> {
-  const shapes: Array<[string, () => Promise<Cost>]> = [['library', library], ['narrow', narrow], ['relay', relay]];
+  const shapes: Array<[string, () => Promise<Cost>]> = [
+    ['library', library],
+    ['narrow', narrow],
+    ['relay', relay],
+  ];
   const costs = new Map<string, Cost[]>(shapes.map(([name]) => [name, []]));
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, run] of shapes) costs.get(name)!.push(await run());
@@ -176,7 +212,9 @@ async function main(): Promise<void> {
   for (const [name, runs] of costs) {
     const claim = median(runs.map((c) => c.claim));
     const ack = median(runs.map((c) => c.ack));
-    console.log(`${name.padEnd(8)} claim ${claim.toFixed(2)}  acknowledge ${ack.toFixed(2)}  both ${median(runs.map((c) => c.claim + c.ack)).toFixed(2)}`);
+    console.log(
+      `${name.padEnd(8)} claim ${claim.toFixed(2)}  acknowledge ${ack.toFixed(2)}  both ${median(runs.map((c) => c.claim + c.ack)).toFixed(2)}`,
+    );
   }
 }
 

@@ -76,11 +76,7 @@ export {
   type OutboxHandlerRecord,
   type OutboxOverridableBuilder,
 } from './testing/outbox-testing';
-export {
-  OutboxEventEntity,
-  createOutboxEntity,
-  type OutboxEventEntityClass,
-} from './schema/outbox-event.entity';
+export { OutboxEventEntity, createOutboxEntity, type OutboxEventEntityClass } from './schema/outbox-event.entity';
 export type {
   OutboxAttemptOutcome,
   OutboxAttemptRecord,

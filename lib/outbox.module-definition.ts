@@ -1,8 +1,18 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_STORE } from './outbox.constants';
-import type { OutboxModuleExtras, OutboxModuleOptions, ResolvedOutboxOptions } from './interfaces/outbox-options.interface';
+import {
+  DEFAULT_TABLE_NAME,
+  OUTBOX_EXTRAS,
+  OUTBOX_OPTIONS,
+  OUTBOX_RAW_OPTIONS,
+  OUTBOX_STORE,
+} from './outbox.constants';
+import type {
+  OutboxModuleExtras,
+  OutboxModuleOptions,
+  ResolvedOutboxOptions,
+} from './interfaces/outbox-options.interface';
 import { createOutboxEntity } from './schema/outbox-event.entity';
 import { OutboxStore } from './store/outbox.store';
 import { OutboxEvents } from './events/outbox-events';

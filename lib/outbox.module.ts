@@ -1,6 +1,12 @@
 import { type DynamicModule, Module, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_RAW_OPTIONS, OUTBOX_RESOLVED_OPTIONS } from './outbox.constants';
+import {
+  DEFAULT_TABLE_NAME,
+  OUTBOX_EXTRAS,
+  OUTBOX_OPTIONS,
+  OUTBOX_RAW_OPTIONS,
+  OUTBOX_RESOLVED_OPTIONS,
+} from './outbox.constants';
 import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
   OUTBOX_OPTIONS_TYPE,

@@ -14,7 +14,13 @@ import { assertTimeoutBelowLease, resolveRoutes } from './delivery/target-policy
 import { resolveTransports } from './transports/transport-registry';
 import { describeValue } from './utils/describe-value';
 import { validateTableName } from './schema/table-name';
-import { booleanOption, integerOption, isPlainObject, optionSection, rejectUnknownOptions } from './utils/option-checks';
+import {
+  booleanOption,
+  integerOption,
+  isPlainObject,
+  optionSection,
+  rejectUnknownOptions,
+} from './utils/option-checks';
 import type { OutboxWakeUpChannel } from './interfaces/outbox-wake-up.interface';
 
 export { LIMITS } from './outbox.constants';
@@ -179,7 +185,13 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
   if (!renewLease) assertTimeoutBelowLease('worker.handlerTimeoutMs', worker.handlerTimeoutMs, leaseMs);
 
   const r = optionSection('retry', options.retry, Object.keys(d.retry));
-  const initialDelayMs = integerOption('retry.initialDelayMs', r.initialDelayMs, d.retry.initialDelayMs, 0, LIMITS.retryDelayMs.max);
+  const initialDelayMs = integerOption(
+    'retry.initialDelayMs',
+    r.initialDelayMs,
+    d.retry.initialDelayMs,
+    0,
+    LIMITS.retryDelayMs.max,
+  );
   const retry: Required<OutboxRetryOptions> = {
     maxAttempts: integerOption(
       'retry.maxAttempts',

@@ -16,7 +16,11 @@ export function brokerClient(brokerUrl: string | undefined): ClientProviderOptio
     };
   }
   if (/^nats:\/\//i.test(brokerUrl)) {
-    return { name: ORDERS_BROKER, transport: Transport.NATS, options: { servers: [brokerUrl], maxReconnectAttempts: -1 } };
+    return {
+      name: ORDERS_BROKER,
+      transport: Transport.NATS,
+      options: { servers: [brokerUrl], maxReconnectAttempts: -1 },
+    };
   }
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(brokerUrl)?.[1];
   throw new Error(

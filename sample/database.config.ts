@@ -35,6 +35,6 @@ export function databaseOptions(databaseUrl: string | undefined): TypeOrmModuleO
   throw new Error(
     `DATABASE_URL ${scheme ? `uses the unsupported scheme "${scheme}:"` : 'is not a URL'}; ` +
       'set it to postgres://, mysql:// or mariadb://user:password@host:port/database, ' +
-        'or unset it to use the embedded SQLite file',
+      'or unset it to use the embedded SQLite file',
   );
 }

@@ -14,7 +14,8 @@ export interface OutboxHandlerMetadata {
 export function OutboxHandler(topic: string, options: OutboxHandlerOptions = {}): MethodDecorator {
   return (_target, _key, descriptor: PropertyDescriptor) => {
     const method = descriptor.value as object;
-    const existing = (Reflect.getMetadata(OUTBOX_HANDLER_METADATA, method) as OutboxHandlerMetadata[] | undefined) ?? [];
+    const existing =
+      (Reflect.getMetadata(OUTBOX_HANDLER_METADATA, method) as OutboxHandlerMetadata[] | undefined) ?? [];
     Reflect.defineMetadata(OUTBOX_HANDLER_METADATA, [...existing, { topic, options }], method);
     return descriptor;
   };

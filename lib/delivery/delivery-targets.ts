@@ -51,7 +51,13 @@ export class DeliveryTargets {
     for (const route of this.options.routes) {
       const name = `transport:${route.transport}`;
       if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
-      targets.push({ name, kind: 'route', timeoutMs: route.timeoutMs, retry: route.retry, invoke: this.transports.sender(route) });
+      targets.push({
+        name,
+        kind: 'route',
+        timeoutMs: route.timeoutMs,
+        retry: route.retry,
+        invoke: this.transports.sender(route),
+      });
     }
     if (this.cache.size >= TARGET_CACHE_LIMIT) this.cache.clear();
     this.cache.set(topic, targets);

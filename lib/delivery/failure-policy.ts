@@ -21,7 +21,10 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  */
 export function storableError(text: string): string {
   // Megabytes of text cost only what is kept.
-  const clean = text.slice(0, MAX_ERROR_LENGTH + 1).replace(NUL, '\\u0000').replace(LONE_SURROGATE, '\ufffd');
+  const clean = text
+    .slice(0, MAX_ERROR_LENGTH + 1)
+    .replace(NUL, '\\u0000')
+    .replace(LONE_SURROGATE, '\ufffd');
   if (clean.length <= MAX_ERROR_LENGTH) return clean;
   const cut = clean.slice(0, MAX_ERROR_LENGTH);
   return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
@@ -61,7 +64,9 @@ export function decideFailure(
   // A target may name its own delay (Retry-After); the longest wish among the failures wins.
   const retryDelayMs = Math.max(
     ...policies.map((policy) => backoffDelayMs(event.attempts, policy)),
-    ...failures.map((f) => (f.error instanceof OutboxRetryLaterError ? Math.min(f.error.retryAfterMs, LIMITS.retryDelayMs.max) : 0)),
+    ...failures.map((f) =>
+      f.error instanceof OutboxRetryLaterError ? Math.min(f.error.retryAfterMs, LIMITS.retryDelayMs.max) : 0,
+    ),
   );
   return {
     errorText,

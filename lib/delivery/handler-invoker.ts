@@ -74,7 +74,13 @@ export class HandlerInvoker {
   }
 
   private emitRun(event: ClaimedEvent, outcome: HandlerOutcome, durationMs: number): void {
-    const run = { id: event.id, topic: event.topic, handler: outcome.handler.name, attempt: event.attempts, durationMs };
+    const run = {
+      id: event.id,
+      topic: event.topic,
+      handler: outcome.handler.name,
+      attempt: event.attempts,
+      durationMs,
+    };
     this.events.emit(
       'error' in outcome
         ? { type: 'handler.failed', ...run, error: describeError(outcome.error) }

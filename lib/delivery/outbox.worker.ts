@@ -61,7 +61,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   ) {
     this.intervalName = `outbox-worker:${store.table.path}`;
     this.retentionIntervalName = `outbox-retention:${store.table.path}`;
-    this.retention = options.retention ? new Retention(options.retention, store, new Logger('OutboxRetention')) : undefined;
+    this.retention = options.retention
+      ? new Retention(options.retention, store, new Logger('OutboxRetention'))
+      : undefined;
     // The worker's lifecycle and every outcome of its deliveries are logged under one context.
     this.recorder = new OutcomeRecorder(options, store, events, this.state, this.logger);
     const invoker = new HandlerInvoker(events, options.testing);
@@ -75,7 +77,11 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     const handle = setInterval(() => this.poll(), this.options.worker.pollIntervalMs);
     this.registry.addInterval(this.intervalName, handle);
     const { retention } = this;
-    if (retention) this.registry.addInterval(this.retentionIntervalName, setInterval(() => retention.tick(), retention.intervalMs));
+    if (retention)
+      this.registry.addInterval(
+        this.retentionIntervalName,
+        setInterval(() => retention.tick(), retention.intervalMs),
+      );
     this.scope = new AsyncResource('OutboxWorker');
     await this.store.listenForWakeUps(
       () => this.kick(),
@@ -108,7 +114,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   purge(): Promise<OutboxPurgeResult> {
     if (!this.retention) {
       return Promise.reject(
-        new OutboxConfigurationError('retention', 'retention is off (retention: false), so purge() has nothing to delete'),
+        new OutboxConfigurationError(
+          'retention',
+          'retention is off (retention: false), so purge() has nothing to delete',
+        ),
       );
     }
     return this.retention.pass();

@@ -70,7 +70,11 @@ export class Retention {
     return result;
   }
 
-  private async purgeAll(status: 'delivered' | 'dead', olderThanMs: number, count: (deleted: number) => void): Promise<void> {
+  private async purgeAll(
+    status: 'delivered' | 'dead',
+    olderThanMs: number,
+    count: (deleted: number) => void,
+  ): Promise<void> {
     const { batchSize } = this.policy;
     while (!this.stopping) {
       const deleted = await this.store.purge({ status, olderThanMs, batchSize });

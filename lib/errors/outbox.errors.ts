@@ -78,8 +78,7 @@ export class OutboxTransactionRequiredError extends OutboxError {
   constructor(detail?: string) {
     super(
       'OutboxService.publish() must run inside a database transaction: ' +
-        (detail ??
-          'no transaction is active in the current context') +
+        (detail ?? 'no transaction is active in the current context') +
         '. Wrap the call in @Transactional() / TransactionHost.withTransaction() from @nestjs-cls/transactional, ' +
         'or pass { manager } from dataSource.transaction(...).',
     );

@@ -92,9 +92,7 @@ export interface OutboxEventDetails extends OutboxEventView {
  * failure group of `failureGroups()`. Each operation also checks the state it changes, row by row.
  */
 export type OutboxSelection =
-  | { ids: string[] }
-  | { filter: OutboxEventFilter }
-  | { group: { topic: string; fingerprint: string } };
+  { ids: string[] } | { filter: OutboxEventFilter } | { group: { topic: string; fingerprint: string } };
 
 export interface OutboxOperationOptions {
   /** Count what would change, change nothing. */

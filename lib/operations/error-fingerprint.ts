@@ -24,7 +24,8 @@ const QUOTES: Array<[string, string, string]> = [
 ];
 const QUOTED = new RegExp(
   QUOTES.map(
-    ([open, inside, close]) => `${EDGE_BEFORE}${open}(?:${NO_SENTENCE_END}(?:${inside}))*${NOT_A_SENTENCE}${close}${EDGE_AFTER}`,
+    ([open, inside, close]) =>
+      `${EDGE_BEFORE}${open}(?:${NO_SENTENCE_END}(?:${inside}))*${NOT_A_SENTENCE}${close}${EDGE_AFTER}`,
   ).join('|'),
   'gu',
 );

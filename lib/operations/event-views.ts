@@ -12,12 +12,21 @@ import { describeError } from '../utils/describe-error';
  * A row as operations read it. One that cannot be decoded (JSON cut short by MySQL's non-strict
  * `sql_mode`, say) is still shown: its payload as the stored text, so it can be found and discarded.
  */
-export function readEvent(dialect: OutboxDialect, row: Record<string, unknown>): { event: StoredEvent; state: OutboxEventState } {
+export function readEvent(
+  dialect: OutboxDialect,
+  row: Record<string, unknown>,
+): { event: StoredEvent; state: OutboxEventState } {
   const state = String(row.op_state) as OutboxEventState;
   try {
     return { event: dialect.decode(row), state };
   } catch (error) {
-    const event = dialect.decode({ ...row, payload: 'null', headers: '{}', completed_handlers: '[]', attempt_log: null });
+    const event = dialect.decode({
+      ...row,
+      payload: 'null',
+      headers: '{}',
+      completed_handlers: '[]',
+      attempt_log: null,
+    });
     event.payload = String(row.payload);
     event.note = `${event.note ? `${event.note}; ` : ''}the stored row cannot be decoded: ${describeError(error)}`;
     return { event, state };
@@ -54,12 +63,16 @@ function durationMs(startedAt: Date | null, finishedAt: Date | null): number | n
  * The current attempt, read from the row: the history records only attempts that did not succeed, so
  * a delivered event's last attempt, a running one and one whose lease just expired come from here.
  */
-function currentAttempt(event: StoredEvent, state: OutboxEventState): Omit<OutboxAttemptView, 'durationMs'> | undefined {
+function currentAttempt(
+  event: StoredEvent,
+  state: OutboxEventState,
+): Omit<OutboxAttemptView, 'durationMs'> | undefined {
   const base = { attempt: event.attempts, startedAt: event.claimedAt, error: null, round: event.redriveCount };
   if (state === 'delivered') return { ...base, outcome: 'delivered', finishedAt: event.processedAt };
   if (state === 'in_flight') return { ...base, outcome: 'running', finishedAt: null };
   // Due with a claim token: the lease ran out and no worker has claimed it again yet.
-  if (state === 'due' && event.claimToken !== null) return { ...base, outcome: 'expired', finishedAt: event.availableAt };
+  if (state === 'due' && event.claimToken !== null)
+    return { ...base, outcome: 'expired', finishedAt: event.availableAt };
   return undefined;
 }
 
@@ -67,7 +80,9 @@ export function eventDetails(event: StoredEvent, state: OutboxEventState): Outbo
   const recorded = event.attemptLog.map((entry) => ({ ...entry }));
   const current = currentAttempt(event, state);
   const all = current ? [...recorded, current] : recorded;
-  const history = all.slice(-ATTEMPT_LOG_SIZE).map((a) => ({ ...a, durationMs: durationMs(a.startedAt, a.finishedAt) }));
+  const history = all
+    .slice(-ATTEMPT_LOG_SIZE)
+    .map((a) => ({ ...a, durationMs: durationMs(a.startedAt, a.finishedAt) }));
   const inRound = history.filter((a) => a.round === event.redriveCount).length;
   return { ...eventView(event, state), history, historyOmitted: Math.max(0, event.attempts - inRound) };
 }

@@ -81,7 +81,10 @@ function searchText(field: string, value: unknown): string | undefined {
       ? 'a lone UTF-16 surrogate (half of a character)'
       : undefined;
   if (unstorable) {
-    throw new OutboxValidationError(field, `it contains ${unstorable}, which PostgreSQL cannot store or compare: remove it`);
+    throw new OutboxValidationError(
+      field,
+      `it contains ${unstorable}, which PostgreSQL cannot store or compare: remove it`,
+    );
   }
   return value;
 }
@@ -118,7 +121,8 @@ export function validateIds(field: string, value: unknown): string[] {
 function states(value: unknown): OutboxEventState[] | undefined {
   if (value === undefined) return undefined;
   const list: unknown[] = Array.isArray(value) ? value : [value];
-  if (list.length === 0) throw new OutboxValidationError('filter.status', 'expected a state or a non-empty list of states');
+  if (list.length === 0)
+    throw new OutboxValidationError('filter.status', 'expected a state or a non-empty list of states');
   const result = new Set<OutboxEventState>();
   for (const state of list) {
     if (state === 'pending') {
@@ -182,7 +186,10 @@ export function validatePage(value: unknown): PageQuery {
   const p = knownKeys('page', value, ['limit', 'cursor', 'order'], ARGUMENT) as OutboxPageRequest;
   const limit = p.limit ?? PAGE_LIMIT.default;
   if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_LIMIT.max) {
-    throw new OutboxValidationError('page.limit', `expected a whole number from 1 to ${PAGE_LIMIT.max}, got ${quoteValue(limit)}`);
+    throw new OutboxValidationError(
+      'page.limit',
+      `expected a whole number from 1 to ${PAGE_LIMIT.max}, got ${quoteValue(limit)}`,
+    );
   }
   if (p.order !== undefined && p.order !== 'newest' && p.order !== 'oldest') {
     throw new OutboxValidationError('page.order', `expected "newest" or "oldest", got ${quoteValue(p.order)}`);
@@ -191,45 +198,64 @@ export function validatePage(value: unknown): PageQuery {
   if (p.cursor === undefined) return { limit, newestFirst };
   let opened: { o?: unknown; id?: unknown } | undefined;
   try {
-    opened = typeof p.cursor === 'string' ? (JSON.parse(Buffer.from(p.cursor, 'base64url').toString('utf8')) as typeof opened) : undefined;
+    opened =
+      typeof p.cursor === 'string'
+        ? (JSON.parse(Buffer.from(p.cursor, 'base64url').toString('utf8')) as typeof opened)
+        : undefined;
   } catch {
     opened = undefined;
   }
   const id = typeof opened?.id === 'string' && ID.test(opened.id) ? opened.id : undefined;
   if (!id || (opened?.o !== 'n' && opened?.o !== 'o')) {
-    throw new OutboxValidationError('page.cursor', `expected the nextCursor of an earlier page, got ${quoteValue(p.cursor)}`);
+    throw new OutboxValidationError(
+      'page.cursor',
+      `expected the nextCursor of an earlier page, got ${quoteValue(p.cursor)}`,
+    );
   }
   if ((opened.o === 'n') !== newestFirst) {
-    throw new OutboxValidationError('page.cursor', `the cursor belongs to a page in the other order; pass the same order`);
+    throw new OutboxValidationError(
+      'page.cursor',
+      `the cursor belongs to a page in the other order; pass the same order`,
+    );
   }
   return { limit, newestFirst, after: id };
 }
 
 /** A selection checked: listed ids, a filter, or a failure group. */
 export type SelectionQuery =
-  | { ids: string[] }
-  | { filter: EventQuery }
-  | { group: { topic: string; fingerprint: string } };
+  { ids: string[] } | { filter: EventQuery } | { group: { topic: string; fingerprint: string } };
 
 export function validateSelection(value: unknown): SelectionQuery {
-  const s = knownKeys('selection', value, ['ids', 'filter', 'group'], ARGUMENT) as Partial<Record<'ids' | 'filter' | 'group', unknown>>;
+  const s = knownKeys('selection', value, ['ids', 'filter', 'group'], ARGUMENT) as Partial<
+    Record<'ids' | 'filter' | 'group', unknown>
+  >;
   const given = (['ids', 'filter', 'group'] as const).filter((key) => s[key] !== undefined);
   if (given.length !== 1) {
-    throw new OutboxValidationError('selection', `expected exactly one of ids, filter or group, got ${given.join(', ') || 'none'}`);
+    throw new OutboxValidationError(
+      'selection',
+      `expected exactly one of ids, filter or group, got ${given.join(', ') || 'none'}`,
+    );
   }
   if (s.ids !== undefined) return { ids: validateIds('selection.ids', s.ids) };
   if (s.filter !== undefined) return { filter: validateFilter(s.filter, 'selection.filter') };
-  const g = knownKeys('selection.group', s.group, ['topic', 'fingerprint'], ARGUMENT) as OutboxSelection & { topic?: unknown; fingerprint?: unknown };
+  const g = knownKeys('selection.group', s.group, ['topic', 'fingerprint'], ARGUMENT) as OutboxSelection & {
+    topic?: unknown;
+    fingerprint?: unknown;
+  };
   const fingerprint = g.fingerprint;
   if (typeof fingerprint !== 'string' || !FINGERPRINT.test(fingerprint)) {
-    throw new OutboxValidationError('selection.group.fingerprint', `expected the fingerprint of a failure group, got ${quoteValue(fingerprint)}`);
+    throw new OutboxValidationError(
+      'selection.group.fingerprint',
+      `expected the fingerprint of a failure group, got ${quoteValue(fingerprint)}`,
+    );
   }
   return { group: { topic: validateTopic(g.topic), fingerprint } };
 }
 
 export function booleanOption(field: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') throw new OutboxValidationError(field, `expected true or false, got ${quoteValue(value)}`);
+  if (typeof value !== 'boolean')
+    throw new OutboxValidationError(field, `expected true or false, got ${quoteValue(value)}`);
   return value;
 }
 

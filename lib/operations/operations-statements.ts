@@ -75,7 +75,12 @@ export class OperationsStatements {
     if (q.topic && 'pattern' in q.topic) {
       // The literal segments before the first wildcard, as a prefix (`#` may match no segment at all).
       const segments = q.topic.pattern.split('.');
-      const literal = segments.slice(0, segments.findIndex((s) => s === '*' || s === '#')).join('.');
+      const literal = segments
+        .slice(
+          0,
+          segments.findIndex((s) => s === '*' || s === '#'),
+        )
+        .join('.');
       if (literal) where.push(`${this.c('topic')} LIKE ${b.bind(`${escapeLike(literal)}%`)} ESCAPE '${ESCAPE}'`);
     }
     if (q.key !== undefined) where.push(`${this.c('key')} = ${b.bind(q.key)}`);
@@ -134,7 +139,9 @@ export class OperationsStatements {
    */
   states(ids: string[]): Statement {
     const b = new StatementBuilder(this.f);
-    return b.statement(`SELECT ${this.c('id')}, ${this.state()} AS ${this.c('op_state')} FROM ${this.t} WHERE ${this.idIn(b, ids)}`);
+    return b.statement(
+      `SELECT ${this.c('id')}, ${this.state()} AS ${this.c('op_state')} FROM ${this.t} WHERE ${this.idIn(b, ids)}`,
+    );
   }
 
   idColumn(): string {
@@ -148,7 +155,9 @@ export class OperationsStatements {
   /** What `failureGroups()` reads of a dead letter. */
   failureColumns(): string {
     const time = this.f.timeText(this.c('processed_at'));
-    return ['id', 'topic', 'last_error', 'note'].map((c) => this.c(c)).join(', ') + `, ${time} AS ${this.c('processed_at')}`;
+    return (
+      ['id', 'topic', 'last_error', 'note'].map((c) => this.c(c)).join(', ') + `, ${time} AS ${this.c('processed_at')}`
+    );
   }
 
   /** Dead letters back to pending, due now, if they are still dead. */

@@ -75,7 +75,9 @@ export class OutboxOperations {
     const items: OutboxEventView[] = [];
     let after = p.after;
     for (;;) {
-      const { rows } = await this.store.executor.run(this.sql.page(query, { limit: scan, newestFirst: p.newestFirst, after }));
+      const { rows } = await this.store.executor.run(
+        this.sql.page(query, { limit: scan, newestFirst: p.newestFirst, after }),
+      );
       for (const row of rows) {
         if (items.length === want) break;
         if (pattern && !topicMatches(pattern, String(row.topic))) continue;
@@ -127,10 +129,18 @@ export class OutboxOperations {
   async deliverNow(selection: OutboxSelection, options?: OutboxOperationOptions): Promise<OutboxOperationResult> {
     const selected = validateSelection(selection);
     const o = validateOperationOptions(options, ['dryRun']);
-    return this.change(selected, o, { name: 'deliverNow', from: 'scheduled', change: (ids) => this.sql.deliverNow(ids) });
+    return this.change(selected, o, {
+      name: 'deliverNow',
+      from: 'scheduled',
+      change: (ids) => this.sql.deliverNow(ids),
+    });
   }
 
-  private async change(selection: SelectionQuery, options: Record<string, unknown>, op: StateChange): Promise<OutboxOperationResult> {
+  private async change(
+    selection: SelectionQuery,
+    options: Record<string, unknown>,
+    op: StateChange,
+  ): Promise<OutboxOperationResult> {
     const dryRun = booleanOption('options.dryRun', options.dryRun, false);
     const result = await this.runner.apply(selection, op, dryRun);
     if (result.changed > 0) {
@@ -141,7 +151,12 @@ export class OutboxOperations {
   }
 
   private logChange(op: StateChange, result: OutboxOperationResult, selection: SelectionQuery): void {
-    const by = 'ids' in selection ? 'listed ids' : 'filter' in selection ? 'a filter' : `failure group ${selection.group.fingerprint}`;
+    const by =
+      'ids' in selection
+        ? 'listed ids'
+        : 'filter' in selection
+          ? 'a filter'
+          : `failure group ${selection.group.fingerprint}`;
     const ids = 'ids' in selection && selection.ids.length <= LOGGED_IDS ? `: ${selection.ids.join(', ')}` : '';
     const what = { redrive: 'redriven', discard: 'discarded', deliverNow: 'made due now' }[op.name] ?? op.name;
     const line = `${result.changed} ${op.from} event(s) of ${this.store.table.path} ${what} (selected by ${by})${ids}`;
@@ -168,7 +183,16 @@ export class OutboxOperations {
         const group = groups.get(fingerprint);
         if (!group) {
           const id = String(row.id);
-          groups.set(fingerprint, { topic, fingerprint, signature, count: 1, firstSeen: seen, lastSeen: seen, sampleId: id, sampleError: error });
+          groups.set(fingerprint, {
+            topic,
+            fingerprint,
+            signature,
+            count: 1,
+            firstSeen: seen,
+            lastSeen: seen,
+            sampleId: id,
+            sampleError: error,
+          });
           continue;
         }
         group.count++;
@@ -209,7 +233,8 @@ export class OutboxOperations {
     };
     for (const row of open) topic(row.topic)[statsField(String(row.op_state) as OutboxEventState)] += Number(row.n);
     const all = [...byTopic.values()];
-    const sum = (field: 'due' | 'scheduled' | 'inFlight' | 'dead') => all.reduce((total, stats) => total + stats[field], 0);
+    const sum = (field: 'due' | 'scheduled' | 'inFlight' | 'dead') =>
+      all.reduce((total, stats) => total + stats[field], 0);
     let delivered: number;
     if (exact) {
       for (const row of await run(this.sql.deliveredByTopic())) topic(row.topic).delivered = Number(row.n);

@@ -1,6 +1,10 @@
 import type { Statement } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxValidationError } from '../errors/outbox.errors';
-import type { OutboxEventState, OutboxOperationResult, OutboxSkippedEvent } from '../interfaces/outbox-operations.interface';
+import type {
+  OutboxEventState,
+  OutboxOperationResult,
+  OutboxSkippedEvent,
+} from '../interfaces/outbox-operations.interface';
 import type { OutboxStore } from '../store/outbox.store';
 import { topicMatches } from '../utils/topic';
 import { errorFingerprint, errorSignature } from './error-fingerprint';
@@ -33,7 +37,10 @@ export function failureText(row: Record<string, unknown>): string {
 /** Restricts a filter to the one state an operation changes; a filter asking for another state is a mistake. */
 export function onlyState(query: EventQuery, state: OutboxEventState, what: string, field: string): EventQuery {
   if (query.states && !(query.states.length === 1 && query.states[0] === state)) {
-    throw new OutboxValidationError(field, `${what} applies to ${state} events only: leave status out or set it to "${state}"`);
+    throw new OutboxValidationError(
+      field,
+      `${what} applies to ${state} events only: leave status out or set it to "${state}"`,
+    );
   }
   return { ...query, states: [state] };
 }
@@ -112,11 +119,16 @@ export class SelectionRunner {
       return;
     }
     if (op.from !== 'dead') {
-      throw new OutboxValidationError('selection.group', `failure groups are dead letters; ${op.name} applies to ${op.from} events`);
+      throw new OutboxValidationError(
+        'selection.group',
+        `failure groups are dead letters; ${op.name} applies to ${op.from} events`,
+      );
     }
     const { topic, fingerprint } = selection.group;
     for await (const rows of this.scan({ states: ['dead'], topic: { exact: topic } }, this.sql.failureColumns())) {
-      yield rows.filter((row) => errorFingerprint(topic, errorSignature(failureText(row))) === fingerprint).map((row) => String(row.id));
+      yield rows
+        .filter((row) => errorFingerprint(topic, errorSignature(failureText(row))) === fingerprint)
+        .map((row) => String(row.id));
     }
   }
 
@@ -124,7 +136,9 @@ export class SelectionRunner {
   async *scan(query: EventQuery, columns: string): AsyncGenerator<Record<string, unknown>[]> {
     let after: string | undefined;
     for (;;) {
-      const { rows } = await this.store.executor.run(this.sql.page(query, { limit: SCAN_PAGE, newestFirst: false, after, columns }));
+      const { rows } = await this.store.executor.run(
+        this.sql.page(query, { limit: SCAN_PAGE, newestFirst: false, after, columns }),
+      );
       if (rows.length > 0) yield rows;
       if (rows.length < SCAN_PAGE) return;
       after = String(rows[rows.length - 1].id);

@@ -12,7 +12,12 @@ type Statements = (dialect: OutboxDialect, table: OutboxTable) => string[];
  * statements `up` or `down` give for the database it runs on, on the table where TypeORM places
  * `tableName` (the DataSource's PostgreSQL `schema` and `entityPrefix` applied).
  */
-export function outboxMigrationClass(name: string, tableName: string, up: Statements, down: Statements): OutboxMigrationClass {
+export function outboxMigrationClass(
+  name: string,
+  tableName: string,
+  up: Statements,
+  down: Statements,
+): OutboxMigrationClass {
   const run = async (queryRunner: QueryRunner, statements: Statements): Promise<void> => {
     const table = outboxTableOn(queryRunner.connection, tableName);
     for (const sql of statements(dialectForType(String(queryRunner.connection.options.type)), table)) {

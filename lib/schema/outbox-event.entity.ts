@@ -57,7 +57,8 @@ export function createOutboxEntity(tableName: string = DEFAULT_TABLE_NAME): Outb
     @Column({ name: 'created_at', type: 'varchar', transformer: time }) createdAt!: Date;
     @Column({ name: 'processed_at', type: 'varchar', nullable: true, transformer: time }) processedAt!: Date | null;
     @Column({ name: 'claimed_at', type: 'varchar', nullable: true, transformer: time }) claimedAt!: Date | null;
-    @Column({ name: 'attempt_log', type: 'text', nullable: true, transformer: attemptLog }) attemptLog!: OutboxAttemptRecord[];
+    @Column({ name: 'attempt_log', type: 'text', nullable: true, transformer: attemptLog })
+    attemptLog!: OutboxAttemptRecord[];
     @Column({ name: 'redrive_count', type: 'integer' }) redriveCount!: number;
   }
   const named = tableName === DEFAULT_TABLE_NAME ? 'OutboxEventEntity' : `OutboxEventEntity_${tableName}`;

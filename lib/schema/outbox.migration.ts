@@ -19,7 +19,8 @@ export function createOutboxMigration(tableName: string = DEFAULT_TABLE_NAME): O
   const existing = migrations.get(tableName);
   if (existing) return existing;
 
-  const name = tableName === DEFAULT_TABLE_NAME ? `CreateOutboxEvent${CREATED_AT}` : `CreateOutbox_${tableName}${CREATED_AT}`;
+  const name =
+    tableName === DEFAULT_TABLE_NAME ? `CreateOutboxEvent${CREATED_AT}` : `CreateOutbox_${tableName}${CREATED_AT}`;
   const migration = outboxMigrationClass(
     name,
     tableName,

@@ -63,7 +63,11 @@ export class CommitWatcher {
         const published = runner.data[key] as PublishedEntry[];
         delete runner.data[key];
         if (published.length > 0 && this.events.observed) {
-          this.events.emit({ type: 'published', ids: published.map((p) => p.id), topics: published.map((p) => p.topic) });
+          this.events.emit({
+            type: 'published',
+            ids: published.map((p) => p.id),
+            topics: published.map((p) => p.topic),
+          });
         }
         this.madeDue();
       },

@@ -162,13 +162,18 @@ export class OutboxStore implements OnModuleInit {
 
     const runner = manager.queryRunner!;
     const published = this.commits.published(runner);
-    for (const chunk of insertChunks(fresh, this.dialect)) await this.runIn(manager, this.dialect.insert(this.table, chunk));
+    for (const chunk of insertChunks(fresh, this.dialect))
+      await this.runIn(manager, this.dialect.insert(this.table, chunk));
 
     // A concurrent transaction may have committed the same dedupe key between the check and the
     // insert; ON CONFLICT DO NOTHING then skipped our row, so resolve it against the winner.
     const keyed = fresh.filter((row) => row.event.dedupeKey !== null);
     const winners = keyed.length
-      ? await this.findByDedupeKeys(manager, keyed.map((r) => r.event.dedupeKey!), true)
+      ? await this.findByDedupeKeys(
+          manager,
+          keyed.map((r) => r.event.dedupeKey!),
+          true,
+        )
       : new Map<string, StoredEvent>();
     for (const row of fresh) {
       const key = row.event.dedupeKey;
@@ -180,7 +185,8 @@ export class OutboxStore implements OnModuleInit {
       // another, which the read-back by this exact key cannot see. Never report a row not written.
       const winner = winners.get(key);
       if (!winner) throw keyNotStored(key, [...winners.values()]);
-      results[row.index] = winner.id === row.id ? { id: row.id, inserted: true } : this.resolveDuplicate(winner, row.event);
+      results[row.index] =
+        winner.id === row.id ? { id: row.id, inserted: true } : this.resolveDuplicate(winner, row.event);
     }
     events.forEach((event, index) => {
       if (!results[index]) results[index] = { id: results[firstIndex.get(event.dedupeKey!)!].id, inserted: false };
@@ -200,12 +206,19 @@ export class OutboxStore implements OnModuleInit {
     return { id: stored.id, inserted: false };
   }
 
-  private async findByDedupeKeys(manager: EntityManager, keys: string[], latest = false): Promise<Map<string, StoredEvent>> {
+  private async findByDedupeKeys(
+    manager: EntityManager,
+    keys: string[],
+    latest = false,
+  ): Promise<Map<string, StoredEvent>> {
     const found = new Map<string, StoredEvent>();
     if (keys.length === 0) return found;
     const perStatement = this.dialect.maxParameters - 1;
     for (let i = 0; i < keys.length; i += perStatement) {
-      const { rows } = await this.runIn(manager, this.dialect.selectByDedupeKeys(this.table, keys.slice(i, i + perStatement), latest));
+      const { rows } = await this.runIn(
+        manager,
+        this.dialect.selectByDedupeKeys(this.table, keys.slice(i, i + perStatement), latest),
+      );
       for (const row of rows) {
         const event = this.dialect.decode(row);
         found.set(event.dedupeKey!, event);

@@ -1,5 +1,10 @@
 import type { DataSource, QueryRunner } from 'typeorm';
-import type { OutboxDialect, SqlExecutor, Statement, StatementResult } from '../dialects/shared/outbox-dialect.interface';
+import type {
+  OutboxDialect,
+  SqlExecutor,
+  Statement,
+  StatementResult,
+} from '../dialects/shared/outbox-dialect.interface';
 import type { ConnectionGate } from '../dialects/shared/outbox-dialect.interface';
 
 const TRANSIENT_RETRIES = 5;
@@ -7,8 +12,14 @@ const TRANSIENT_RETRIES = 5;
 /** One statement on `runner`, its rows and affected count in the shape every dialect reads. */
 export async function queryOn(runner: QueryRunner, statement: Statement): Promise<StatementResult> {
   // TypeORM's QueryResult: the driver's rows (or nothing, for a statement without them) and the affected count.
-  const result = (await runner.query(statement.sql, statement.params, true)) as { records?: unknown; affected?: number };
-  return { rows: Array.isArray(result.records) ? (result.records as Record<string, unknown>[]) : [], affected: result.affected ?? 0 };
+  const result = (await runner.query(statement.sql, statement.params, true)) as {
+    records?: unknown;
+    affected?: number;
+  };
+  return {
+    rows: Array.isArray(result.records) ? (result.records as Record<string, unknown>[]) : [],
+    affected: result.affected ?? 0,
+  };
 }
 
 /**

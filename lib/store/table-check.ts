@@ -46,7 +46,10 @@ async function verifySchemaVersion(
   const columns = new Map(
     (await rows(dialect.columns(table))).map((row) => [
       String(row.name),
-      { charset: row.charset == null ? null : (row.charset as string), noPad: row.no_pad == null ? undefined : Number(row.no_pad) === 1 },
+      {
+        charset: row.charset == null ? null : (row.charset as string),
+        noPad: row.no_pad == null ? undefined : Number(row.no_pad) === 1,
+      },
     ]),
   );
   const indexes = new Set((await rows(dialect.indexes(table))).map((row) => String(row.name)));
@@ -61,7 +64,12 @@ async function verifySchemaVersion(
   const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !reached(step.marker));
   if (!missing) return;
   const latest = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version;
-  throw new OutboxSchemaOutdatedError(table.path, missing.version - 1, latest, migrationName(tableName, missing.version));
+  throw new OutboxSchemaOutdatedError(
+    table.path,
+    missing.version - 1,
+    latest,
+    migrationName(tableName, missing.version),
+  );
 }
 
 async function exists(executor: SqlExecutor, dialect: OutboxDialect, table: OutboxTable): Promise<boolean> {

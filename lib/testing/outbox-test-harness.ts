@@ -34,7 +34,9 @@ export class OutboxTestHarness implements OutboxTestingHooks {
 
   /** For the worker: a handler call ended. */
   handlerCalled(handler: string, message: RecordedOutboxMessage, error: unknown): void {
-    this.calls.push(error === undefined ? { ...message, handler } : { ...message, handler, error: describeError(error) });
+    this.calls.push(
+      error === undefined ? { ...message, handler } : { ...message, handler, error: describeError(error) },
+    );
   }
 
   /**
@@ -50,16 +52,16 @@ export class OutboxTestHarness implements OutboxTestingHooks {
    * `topic` when it is given (type the payload with `handled<OrderPlaced>('order.placed')`).
    */
   handled<T = unknown>(topic?: string): Array<OutboxHandlerRecord<T>> {
-    return this.calls.filter((call) => call.error === undefined && (topic === undefined || call.topic === topic)) as Array<
-      OutboxHandlerRecord<T>
-    >;
+    return this.calls.filter(
+      (call) => call.error === undefined && (topic === undefined || call.topic === topic),
+    ) as Array<OutboxHandlerRecord<T>>;
   }
 
   /** The messages whose handler threw, rejected or timed out, in order, each with the error. */
   failed<T = unknown>(topic?: string): Array<OutboxHandlerRecord<T>> {
-    return this.calls.filter((call) => call.error !== undefined && (topic === undefined || call.topic === topic)) as Array<
-      OutboxHandlerRecord<T>
-    >;
+    return this.calls.filter(
+      (call) => call.error !== undefined && (topic === undefined || call.topic === topic),
+    ) as Array<OutboxHandlerRecord<T>>;
   }
 
   /** The events dead-lettered since the module was created (or the last `clear()`), in order. */
@@ -83,7 +85,10 @@ export class OutboxTestHarness implements OutboxTestingHooks {
     const transport = this.transports.find((t) => t.name === name);
     if (!transport) {
       const known = this.transports.map((t) => `"${t.name}"`).join(', ') || '(none)';
-      throw new OutboxConfigurationError('OutboxTestHarness.transport', `no transport "${name}"; the module has ${known}`);
+      throw new OutboxConfigurationError(
+        'OutboxTestHarness.transport',
+        `no transport "${name}"; the module has ${known}`,
+      );
     }
     return transport;
   }

@@ -26,7 +26,11 @@ export interface OutboxOverridableBuilder<B> {
  * How a module's outbox behaves under test (see `OutboxTesting.override`). The retry delays stay the
  * module's: with `testing` set, the worker makes every failure due again at once.
  */
-function testingOptions(resolved: ResolvedOutboxOptions, harness: OutboxTestHarness, transports: InMemoryTransport[]): ResolvedOutboxOptions {
+function testingOptions(
+  resolved: ResolvedOutboxOptions,
+  harness: OutboxTestHarness,
+  transports: InMemoryTransport[],
+): ResolvedOutboxOptions {
   return {
     ...resolved,
     worker: { ...resolved.worker, enabled: false },

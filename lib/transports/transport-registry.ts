@@ -43,7 +43,10 @@ export function resolveTransports(value: unknown): OutboxTransport[] {
 export class TransportRegistry {
   private readonly logger = new Logger('OutboxTransports');
   private readonly byName = new Map<string, OutboxTransport>();
-  private readonly senders = new Map<string, (message: Parameters<OutboxHandlerFn>[0], route: OutboxRoute) => Promise<void>>();
+  private readonly senders = new Map<
+    string,
+    (message: Parameters<OutboxHandlerFn>[0], route: OutboxRoute) => Promise<void>
+  >();
 
   constructor(transports: readonly OutboxTransport[]) {
     for (const transport of transports) this.byName.set(transport.name, transport);

@@ -13,7 +13,7 @@ export function describeError(error: unknown): string {
   if (isErrorLike(error)) return `${error.name}: ${error.message}`;
   let text: string;
   try {
-    text = typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+    text = typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
   } catch {
     text = String(error);
   }

@@ -9,7 +9,8 @@ export function describeValue(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'function') return 'a function';
   if (typeof value === 'object') return 'an object';
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return `${typeof value} ${value}`;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return `${typeof value} ${value}`;
   // undefined, or a symbol
   return typeof value === 'symbol' ? `symbol ${value.toString()}` : 'undefined undefined';
 }

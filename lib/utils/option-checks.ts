@@ -38,7 +38,8 @@ function optionKeys(
 ): KnownKeysRule {
   return {
     isObject,
-    notAnObject: (option, value) => new OutboxConfigurationError(option, `expected an object, got ${describeValue(value)}`),
+    notAnObject: (option, value) =>
+      new OutboxConfigurationError(option, `expected an object, got ${describeValue(value)}`),
     unknownKey: (path, key, allowed) =>
       new OutboxConfigurationError(
         path ? `${path}${separator}${key}` : key,
@@ -71,13 +72,7 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 }
 
 /** A whole number from `min` to `max`, or `fallback` when not given. */
-export function integerOption(
-  option: string,
-  value: unknown,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
+export function integerOption(option: string, value: unknown, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value)) {
     throw new OutboxConfigurationError(

@@ -24,7 +24,10 @@ interface RedisConnection {
 /** The parts of a nats.js connection the channel uses. */
 interface NatsConnection {
   publish(subject: string, data: Uint8Array): void;
-  subscribe(subject: string, options: { callback: (error: unknown, message: { data: Uint8Array }) => void }): { unsubscribe(): void };
+  subscribe(
+    subject: string,
+    options: { callback: (error: unknown, message: { data: Uint8Array }) => void },
+  ): { unsubscribe(): void };
   status(): AsyncIterable<{ type: string }> & { stop(): void };
   flush(): Promise<void>;
 }
@@ -39,7 +42,11 @@ const decoder = new TextDecoder();
 interface BrokerLink {
   send(message: string): Promise<void>;
   /** Subscribes; `onMessage` for every message, `reconnected` after the link came back on its own. */
-  subscribe(onMessage: (message: string) => void, reconnected: () => void, lost: (error: unknown) => void): Promise<void>;
+  subscribe(
+    onMessage: (message: string) => void,
+    reconnected: () => void,
+    lost: (error: unknown) => void,
+  ): Promise<void>;
   close(): void;
 }
 
@@ -116,7 +123,8 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
       );
     } catch (error) {
       this.report?.failed(error, 'listen');
-      if (!this.closed) this.retry = setTimeout(() => void this.subscribe(wake, attempt + 1), reconnectDelay(attempt)).unref();
+      if (!this.closed)
+        this.retry = setTimeout(() => void this.subscribe(wake, attempt + 1), reconnectDelay(attempt)).unref();
       return;
     }
     back();
@@ -153,13 +161,20 @@ function redisLink(client: Client, channel: string): BrokerLink {
     },
     async subscribe(onMessage, reconnected, lost) {
       subscriber?.disconnect();
-      const sub = (await publisher()).duplicate({ lazyConnect: true, retryStrategy: reconnectDelay, maxRetriesPerRequest: null });
+      const sub = (await publisher()).duplicate({
+        lazyConnect: true,
+        retryStrategy: reconnectDelay,
+        maxRetriesPerRequest: null,
+      });
       subscriber = sub;
       let ready = false;
       sub.on('message', (from: string, message: string) => from === channel && onMessage(message));
       sub.on('error', (error: unknown) => lost(error));
       // A connection the server closed says nothing on 'error'.
-      sub.on('close', () => ready && !closing && sub === subscriber && lost(new Error('the Redis subscription connection closed')));
+      sub.on(
+        'close',
+        () => ready && !closing && sub === subscriber && lost(new Error('the Redis subscription connection closed')),
+      );
       sub.on('ready', () => {
         if (ready) reconnected();
       });

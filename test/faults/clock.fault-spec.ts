@@ -52,24 +52,47 @@ describe.each(faultBackends())('clock skew on %s', (backend: BackendName) => {
         if ((start + i) % 2 === 1) delayed.add(r.id);
       });
     }
-    await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === EVENTS, 60_000, 'all delivered');
+    await eventually(
+      async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === EVENTS,
+      60_000,
+      'all delivered',
+    );
     const drainMs = Date.now() - started;
     await fleet.stop();
 
     // Exactly once, each on its first attempt: nobody took a lease that was still live.
-    const result = await auditOutbox(backend, app.table, app.sqlitePath, { ids, maxAttempts: 3, killedPids: fleet.killedPids });
-    record({ scenario: 'clock skew ±10 min, 2 workers', backend, events: EVENTS, kills: 0, duplicates: result.duplicates, lost: result.lost, dead: result.dead, drainMs });
+    const result = await auditOutbox(backend, app.table, app.sqlitePath, {
+      ids,
+      maxAttempts: 3,
+      killedPids: fleet.killedPids,
+    });
+    record({
+      scenario: 'clock skew ±10 min, 2 workers',
+      backend,
+      events: EVENTS,
+      kills: 0,
+      duplicates: result.duplicates,
+      lost: result.lost,
+      dead: result.dead,
+      drainMs,
+    });
     expect(result).toMatchObject({ delivered: EVENTS, lost: 0, duplicates: { killed: 0, leaseExpired: 0 } });
-    const [{ n }] = await app.raw.query<{ n: number }>(`SELECT count(*) AS "n" FROM "${app.table}" WHERE "attempts" <> 1`);
+    const [{ n }] = await app.raw.query<{ n: number }>(
+      `SELECT count(*) AS "n" FROM "${app.table}" WHERE "attempts" <> 1`,
+    );
     expect(Number(n)).toBe(0);
 
     // No delayed event started before it was due, by the database's clock.
-    const rows = await app.raw.query<{ id: string; created_at: unknown }>(`SELECT "id", "created_at" FROM "${app.table}"`);
+    const rows = await app.raw.query<{ id: string; created_at: unknown }>(
+      `SELECT "id", "created_at" FROM "${app.table}"`,
+    );
     const createdAt = new Map(rows.map((r) => [String(r.id), epochMs(r.created_at)]));
     const starts = await app.raw.query<{ event_id: string; at: unknown; pid: number }>(
       `SELECT "event_id", "at", "pid" FROM "${app.table}_log" WHERE "phase" = 'start'`,
     );
-    const early = starts.filter((s) => delayed.has(s.event_id) && epochMs(s.at) < createdAt.get(s.event_id)! + DELAY_MS);
+    const early = starts.filter(
+      (s) => delayed.has(s.event_id) && epochMs(s.at) < createdAt.get(s.event_id)! + DELAY_MS,
+    );
     expect(early).toEqual([]);
     // Both clocks took part.
     expect(new Set(starts.map((s) => Number(s.pid)))).toEqual(new Set(workers.map((w) => w.process.pid)));

@@ -8,14 +8,11 @@ const openScenario = faultScenarios();
 
 describe.each(faultBackends())('lease expiry while a handler still runs, on %s', (backend: BackendName) => {
   it('a stalled worker (SIGSTOP) loses its lease: the second claim runs the event again, the first one’s late write is rejected and logged', async () => {
-    const { app, fleet } = await openScenario(
-      backend,
-      {
-        worker: { pollIntervalMs: 100, batchSize: 10, concurrency: 2, leaseMs: 2000, handlerTimeoutMs: 1500 },
-        maxAttempts: 3,
-        handlerMs: 500,
-      },
-    );
+    const { app, fleet } = await openScenario(backend, {
+      worker: { pollIntervalMs: 100, batchSize: 10, concurrency: 2, leaseMs: 2000, handlerTimeoutMs: 1500 },
+      maxAttempts: 3,
+      handlerMs: 500,
+    });
     const started = Date.now();
     const [first] = await fleet.start(1);
     const [id] = await publishEvents(app, 1, 1);
@@ -23,14 +20,20 @@ describe.each(faultBackends())('lease expiry while a handler still runs, on %s',
     // Stall the first worker in the middle of its handler (a long GC pause, a frozen VM) for longer
     // than its lease.
     await eventually(
-      async () => (await app.raw.query(`SELECT 1 FROM "${app.table}_log" WHERE "event_id" = ? AND "phase" = 'start'`, [id])).length,
+      async () =>
+        (await app.raw.query(`SELECT 1 FROM "${app.table}_log" WHERE "event_id" = ? AND "phase" = 'start'`, [id]))
+          .length,
       30_000,
       'the first attempt to start',
     );
     first.process.kill('SIGSTOP');
     try {
       const [second] = await fleet.start(1);
-      await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1, 30_000, 'delivery by the second worker');
+      await eventually(
+        async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1,
+        30_000,
+        'delivery by the second worker',
+      );
       const settled = await app.raw.query(`SELECT * FROM "${app.table}" WHERE "id" = ?`, [id]);
 
       first.process.kill('SIGCONT');
@@ -65,7 +68,16 @@ describe.each(faultBackends())('lease expiry while a handler still runs, on %s',
       killedPids: fleet.killedPids,
       leaseExpiryExpected: true,
     });
-    record({ scenario: 'lease expiry (SIGSTOP past the lease)', backend, events: 1, kills: 0, duplicates: result.duplicates, lost: result.lost, dead: result.dead, drainMs });
+    record({
+      scenario: 'lease expiry (SIGSTOP past the lease)',
+      backend,
+      events: 1,
+      kills: 0,
+      duplicates: result.duplicates,
+      lost: result.lost,
+      dead: result.dead,
+      drainMs,
+    });
     expect(result).toMatchObject({ delivered: 1, lost: 0, duplicates: { killed: 0, leaseExpired: 1 } });
     expect(fleet.unexpectedExits).toEqual([]);
   });

@@ -54,14 +54,22 @@ describe.each(servers)('database restart mid-drain on %s', (backend) => {
     fleet = new WorkerFleet(config);
     const started = Date.now();
     await fleet.start(3);
-    await eventually(async () => (await statusCounts(backend, table!)).delivered >= EVENTS / 5, 60_000, 'a fifth delivered');
+    await eventually(
+      async () => (await statusCounts(backend, table!)).delivered >= EVENTS / 5,
+      60_000,
+      'a fifth delivered',
+    );
 
     restartServer(backend, DOWN_MS);
     const afterRestart = await statusCounts(backend, table);
     // The outage fell in the middle of the drain.
     expect(afterRestart.delivered).toBeLessThan(EVENTS);
 
-    await eventually(async () => (await statusCounts(backend, table!)).delivered === EVENTS, 120_000, 'all delivered after the restart');
+    await eventually(
+      async () => (await statusCounts(backend, table!)).delivered === EVENTS,
+      120_000,
+      'all delivered after the restart',
+    );
     const drainMs = Date.now() - started;
     // Every worker lived through it: none exited, none was replaced.
     expect(fleet.running.size).toBe(3);
@@ -80,7 +88,16 @@ describe.each(servers)('database restart mid-drain on %s', (backend) => {
       killedPids: fleet.killedPids,
       leaseExpiryExpected: true,
     });
-    record({ scenario: `server down ${DOWN_MS / 1000} s mid-drain`, backend, events: EVENTS, kills: 0, duplicates: result.duplicates, lost: result.lost, dead: result.dead, drainMs });
+    record({
+      scenario: `server down ${DOWN_MS / 1000} s mid-drain`,
+      backend,
+      events: EVENTS,
+      kills: 0,
+      duplicates: result.duplicates,
+      lost: result.lost,
+      dead: result.dead,
+      drainMs,
+    });
     expect(result).toMatchObject({ delivered: EVENTS, dead: 0, lost: 0 });
     expect(fleet.unexpectedExits).toEqual([]);
   });
@@ -112,7 +129,11 @@ describe.each(servers)('connections cut mid-drain on %s', (backend) => {
     });
     const started = Date.now();
     await fleet.start(3);
-    await eventually(async () => (await statusCounts(backend, table!)).delivered >= EVENTS / 10, 60_000, 'a tenth delivered');
+    await eventually(
+      async () => (await statusCounts(backend, table!)).delivered >= EVENTS / 10,
+      60_000,
+      'a tenth delivered',
+    );
     let cut = 0;
     for (let round = 0; round < 20; round++) {
       cut += await cutConnections(backend);
@@ -122,7 +143,11 @@ describe.each(servers)('connections cut mid-drain on %s', (backend) => {
     expect(cut).toBeGreaterThan(20);
     expect((await statusCounts(backend, table)).delivered).toBeLessThan(EVENTS);
 
-    await eventually(async () => (await statusCounts(backend, table!)).delivered === EVENTS, 120_000, 'all delivered after the cuts');
+    await eventually(
+      async () => (await statusCounts(backend, table!)).delivered === EVENTS,
+      120_000,
+      'all delivered after the cuts',
+    );
     const drainMs = Date.now() - started;
     expect(fleet.running.size).toBe(3);
     expect(fleet.all).toHaveLength(3);
@@ -136,7 +161,16 @@ describe.each(servers)('connections cut mid-drain on %s', (backend) => {
       killedPids: fleet.killedPids,
       leaseExpiryExpected: true,
     });
-    record({ scenario: `${cut} connections cut over 6 s`, backend, events: EVENTS, kills: 0, duplicates: result.duplicates, lost: result.lost, dead: result.dead, drainMs });
+    record({
+      scenario: `${cut} connections cut over 6 s`,
+      backend,
+      events: EVENTS,
+      kills: 0,
+      duplicates: result.duplicates,
+      lost: result.lost,
+      dead: result.dead,
+      drainMs,
+    });
     expect(result).toMatchObject({ delivered: EVENTS, dead: 0, lost: 0 });
     expect(fleet.unexpectedExits).toEqual([]);
   });

@@ -44,7 +44,16 @@ describe.each(faultBackends())('poison message on %s', (backend: BackendName) =>
       dead: [poison],
       killedPids: fleet.killedPids,
     });
-    record({ scenario: 'poison (ends its process)', backend, events: EVENTS, kills: fleet.kills, duplicates: result.duplicates, lost: result.lost, dead: result.dead, drainMs });
+    record({
+      scenario: 'poison (ends its process)',
+      backend,
+      events: EVENTS,
+      kills: fleet.kills,
+      duplicates: result.duplicates,
+      lost: result.lost,
+      dead: result.dead,
+      drainMs,
+    });
 
     expect(result).toMatchObject({ delivered: EVENTS - 1, dead: 1, lost: 0 });
     // It took down one process per attempt, and nothing else did.
@@ -57,7 +66,9 @@ describe.each(faultBackends())('poison message on %s', (backend: BackendName) =>
       [poison],
     );
     expect(Number(row.attempts)).toBe(MAX_ATTEMPTS);
-    expect(row.note).toMatch(new RegExp(`^attempt ${MAX_ATTEMPTS} of ${MAX_ATTEMPTS} did not finish before its lease expired`));
+    expect(row.note).toMatch(
+      new RegExp(`^attempt ${MAX_ATTEMPTS} of ${MAX_ATTEMPTS} did not finish before its lease expired`),
+    );
     // Its batch-mates lost one attempt to the first crash at most: after it, the poison ran alone.
     const [{ worst }] = await app.raw.query<{ worst: number }>(
       `SELECT max("attempts") AS "worst" FROM "${app.table}" WHERE "id" <> ?`,

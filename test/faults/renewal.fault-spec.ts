@@ -16,11 +16,23 @@ type LogRow = { event_id: string; attempt: number; pid: number; phase: string };
 type Scenario = Awaited<ReturnType<typeof openScenario>>;
 
 /** Stops the fleet, audits the table and adds the scenario to the run's report; returns the audit. */
-async function settle(backend: BackendName, { app, fleet }: Scenario, scenario: string, ids: string[], startedAt: number, leaseExpiryExpected = false) {
+async function settle(
+  backend: BackendName,
+  { app, fleet }: Scenario,
+  scenario: string,
+  ids: string[],
+  startedAt: number,
+  leaseExpiryExpected = false,
+) {
   const drainMs = Date.now() - startedAt;
   await fleet.stop();
   const { killedPids } = fleet;
-  const result = await auditOutbox(backend, app.table, app.sqlitePath, { ids, maxAttempts: 3, killedPids, leaseExpiryExpected });
+  const result = await auditOutbox(backend, app.table, app.sqlitePath, {
+    ids,
+    maxAttempts: 3,
+    killedPids,
+    leaseExpiryExpected,
+  });
   const { duplicates, lost, dead } = result;
   record({ scenario, backend, events: ids.length, kills: killedPids.size, duplicates, lost, dead, drainMs });
   expect(fleet.unexpectedExits).toEqual([]);
@@ -41,7 +53,11 @@ describe.each(faultBackends())('lease renewal on %s', (backend: BackendName) => 
     const started = Date.now();
     await fleet.start(2);
     const ids = await publishEvents(app, 5, 5);
-    await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 5, 60_000, 'all delivered');
+    await eventually(
+      async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 5,
+      60_000,
+      'all delivered',
+    );
 
     const rows = await app.raw.query<{ attempts: number }>(`SELECT "attempts" FROM "${app.table}"`);
     expect(rows.map((r) => Number(r.attempts))).toEqual([1, 1, 1, 1, 1]);
@@ -60,7 +76,11 @@ describe.each(faultBackends())('lease renewal on %s', (backend: BackendName) => 
     const started = Date.now();
     const workers = await fleet.start(2);
     const [id] = await publishEvents(app, 1, 1);
-    const first = await eventually(async () => (await logOf(app)).find((r) => r.phase === 'start'), 30_000, 'the first attempt to start');
+    const first = await eventually(
+      async () => (await logOf(app)).find((r) => r.phase === 'start'),
+      30_000,
+      'the first attempt to start',
+    );
     const runner = workers.find((w) => w.process.pid === first.pid) as RunningChild;
 
     // Two leases while the first worker renews: the other one polls every 100 ms and gets nothing.
@@ -80,7 +100,11 @@ describe.each(faultBackends())('lease renewal on %s', (backend: BackendName) => 
     expect(redeliveredAfterMs).toBeGreaterThanOrEqual(LEASE_MS / 3);
     expect(redeliveredAfterMs).toBeLessThanOrEqual(LEASE_MS + WORKER.pollIntervalMs + 1000);
 
-    await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1, 30_000, 'delivery');
+    await eventually(
+      async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1,
+      30_000,
+      'delivery',
+    );
     const name = `renewal: SIGKILL mid-handler (redelivered after ${redeliveredAfterMs} ms)`;
     expect(await settle(backend, scenario, name, [id], started)).toMatchObject({ delivered: 1, lost: 0 });
   });
@@ -91,7 +115,11 @@ describe.each(faultBackends())('lease renewal on %s', (backend: BackendName) => 
     const started = Date.now();
     const [first] = await fleet.start(1);
     const [id] = await publishEvents(app, 1, 1);
-    await eventually(async () => (await logOf(app)).some((r) => r.phase === 'start'), 30_000, 'the first attempt to start');
+    await eventually(
+      async () => (await logOf(app)).some((r) => r.phase === 'start'),
+      30_000,
+      'the first attempt to start',
+    );
 
     // Stalled (a long GC pause, a frozen VM) past its lease: it cannot renew.
     first.process.kill('SIGSTOP');
@@ -100,7 +128,8 @@ describe.each(faultBackends())('lease renewal on %s', (backend: BackendName) => 
     try {
       [second] = await fleet.start(1);
       await eventually(
-        async () => (await logOf(app)).some((r) => r.phase === 'start' && r.attempt === 2 && r.pid === second.process.pid),
+        async () =>
+          (await logOf(app)).some((r) => r.phase === 'start' && r.attempt === 2 && r.pid === second.process.pid),
         30_000,
         'the second worker to start attempt 2',
       );
@@ -119,7 +148,9 @@ describe.each(faultBackends())('lease renewal on %s', (backend: BackendName) => 
       'the first handler to finish its work',
     );
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const [afterFirst] = await app.raw.query<Record<string, unknown>>(`SELECT * FROM "${app.table}" WHERE "id" = ?`, [id]);
+    const [afterFirst] = await app.raw.query<Record<string, unknown>>(`SELECT * FROM "${app.table}" WHERE "id" = ?`, [
+      id,
+    ]);
     // As the second worker holds it (its renewals move only available_at), or as it acknowledged it.
     const owned = ['status', 'attempts', 'claim_token', 'last_error', 'completed_handlers', 'note'];
     const pick = (r: Record<string, unknown>) => Object.fromEntries(owned.map((k) => [k, r[k]]));
@@ -127,7 +158,11 @@ describe.each(faultBackends())('lease renewal on %s', (backend: BackendName) => 
     else expect(afterFirst).toMatchObject({ status: 'delivered', attempts: 2 });
     expect(first.stdout().filter((l) => /acknowledgement|failure of event/.test(l))).toEqual([]);
 
-    await eventually(async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1, 30_000, 'delivery by the second worker');
+    await eventually(
+      async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1,
+      30_000,
+      'delivery by the second worker',
+    );
     const [settled] = await app.raw.query(`SELECT * FROM "${app.table}" WHERE "id" = ?`, [id]);
     expect(settled).toMatchObject({ status: 'delivered', attempts: 2, claim_token: null });
     const result = await settle(backend, scenario, 'renewal: SIGSTOP past the lease', [id], started, true);

@@ -77,7 +77,16 @@ describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
       maxAttempts: MAX_ATTEMPTS,
       killedPids: fleet.killedPids,
     });
-    record({ scenario: 'SIGKILL, 3 workers', backend, events: EVENTS, kills: fleet.kills, duplicates: result.duplicates, lost: result.lost, dead: result.dead, drainMs });
+    record({
+      scenario: 'SIGKILL, 3 workers',
+      backend,
+      events: EVENTS,
+      kills: fleet.kills,
+      duplicates: result.duplicates,
+      lost: result.lost,
+      dead: result.dead,
+      drainMs,
+    });
 
     expect(result).toMatchObject({ delivered: EVENTS, dead: 0, lost: 0 });
     expect(fleet.kills).toBeGreaterThanOrEqual(MIN_KILLS);

@@ -195,7 +195,10 @@ async function verify(m: Model, r: Real, touched: Set<string>, command: string):
       same(row, before, `${where} changed although the command must leave it alone`);
     }
 
-    check(row.attempts >= 0 && row.attempts <= MAX_ATTEMPTS, () => `${where} has ${row.attempts} attempts (max ${MAX_ATTEMPTS})`);
+    check(
+      row.attempts >= 0 && row.attempts <= MAX_ATTEMPTS,
+      () => `${where} has ${row.attempts} attempts (max ${MAX_ATTEMPTS})`,
+    );
     same(
       { status: row.status, attempts: row.attempts, claim_token: row.claim_token },
       { status: e.status, attempts: e.attempts, claim_token: e.status === 'pending' ? e.token : null },
@@ -260,7 +263,15 @@ class Publish implements Cmd {
       r.app.outbox.publishMany(Array.from({ length: this.n }, (_, i) => ({ topic: 'sm.event', payload: { i } }))),
     );
     for (const { id } of results) {
-      m.events.set(id, { id, status: 'pending', attempts: 0, token: null, leaseLive: false, lastError: null, note: null });
+      m.events.set(id, {
+        id,
+        status: 'pending',
+        attempts: 0,
+        token: null,
+        leaseLive: false,
+        lastError: null,
+        note: null,
+      });
     }
     await verify(m, r, new Set(results.map((p) => p.id)), this.toString());
   }
@@ -299,7 +310,11 @@ function applyClaim(m: Model, worker: number, result: Awaited<ReturnType<OutboxS
       { status: 'dead', attempts: e.attempts },
       `${what}: dead-lettered event …${short(event.id)}`,
     );
-    count(e.token !== null ? 'claim dead-lettered an expired last attempt' : 'claim dead-lettered a given-back last attempt');
+    count(
+      e.token !== null
+        ? 'claim dead-lettered an expired last attempt'
+        : 'claim dead-lettered a given-back last attempt',
+    );
     // A last attempt given back (released with its count kept, or failed for a retry) is dead at the
     // next claim, keeping its recorded error; with none, the protocol says only that the note must
     // then explain why, not in which words.
@@ -323,7 +338,10 @@ class Claim implements Cmd {
   ) {}
   check = () => true;
   async run(m: Model, r: Real) {
-    const due = [...m.events.values()].filter(claimable).map((e) => e.id).sort(byDueOrder(r.rows));
+    const due = [...m.events.values()]
+      .filter(claimable)
+      .map((e) => e.id)
+      .sort(byDueOrder(r.rows));
     const expected = expectedPicks(m, due, this.batchSize);
     const result = await r.store.claim({ batchSize: this.batchSize, leaseMs: LEASE_MS, maxAttempts: MAX_ATTEMPTS });
     same(
@@ -349,7 +367,10 @@ class ClaimTogether implements Cmd {
   ) {}
   check = () => true;
   async run(m: Model, r: Real) {
-    const due = [...m.events.values()].filter(claimable).map((e) => e.id).sort(byDueOrder(r.rows));
+    const due = [...m.events.values()]
+      .filter(claimable)
+      .map((e) => e.id)
+      .sort(byDueOrder(r.rows));
     const expected = expectedPicks(m, due, this.a.batchSize + this.b.batchSize);
     const claim = (batchSize: number) => r.store.claim({ batchSize, leaseMs: LEASE_MS, maxAttempts: MAX_ATTEMPTS });
     const [ra, rb] = await Promise.all([claim(this.a.batchSize), claim(this.b.batchSize)]);
@@ -371,7 +392,8 @@ class ClaimTogether implements Cmd {
     applyClaim(m, this.b.worker, rb, this.toString());
     await verify(m, r, new Set(expected.picked), this.toString());
   }
-  toString = () => `claimTogether(w${this.a.worker} batch ${this.a.batchSize}, w${this.b.worker} batch ${this.b.batchSize})`;
+  toString = () =>
+    `claimTogether(w${this.a.worker} batch ${this.a.batchSize}, w${this.b.worker} batch ${this.b.batchSize})`;
 }
 
 interface Target {
@@ -414,7 +436,8 @@ class Acknowledge implements Cmd {
 
     for (const id of expected) countLate(m.events.get(id)!, 'acknowledge');
     for (const id of expected) Object.assign(m.events.get(id)!, { status: 'delivered', token: null });
-    for (const [id, reason] of reasons) count(expected.includes(id) ? 'acknowledge applied' : `stale acknowledge: ${reason}`);
+    for (const [id, reason] of reasons)
+      count(expected.includes(id) ? 'acknowledge applied' : `stale acknowledge: ${reason}`);
     await verify(m, r, new Set(expected), this.toString());
   }
   toString = () => `acknowledge(${listed(this.t, this.mask, this.extra)})`;
@@ -446,7 +469,12 @@ class Fail implements Cmd {
     if (applies) countLate(e, 'fail');
     if (applies) Object.assign(e, { status: this.deadLetter ? 'dead' : 'pending', token: null, lastError: error });
     const rows = await verify(m, r, new Set(applies ? [id] : []), this.toString());
-    if (applies) same(JSON.parse(rows.get(id)!.completed_handlers), ['sm.first'], `${this.toString()}: completed handlers of …${short(id)}`);
+    if (applies)
+      same(
+        JSON.parse(rows.get(id)!.completed_handlers),
+        ['sm.first'],
+        `${this.toString()}: completed handlers of …${short(id)}`,
+      );
   }
   toString = () => `fail(${one(this.t, this.pick)}, ${this.deadLetter ? 'dead letter' : 'retry now'})`;
 }
@@ -501,10 +529,12 @@ class ReleaseMany implements Cmd {
       countLate(e, 'releaseMany');
       Object.assign(e, { token: null, attempts: e.attempts - (this.uncount ? 1 : 0) });
     }
-    for (const [id, reason] of reasons) count(expected.includes(id) ? 'releaseMany applied' : `stale releaseMany: ${reason}`);
+    for (const [id, reason] of reasons)
+      count(expected.includes(id) ? 'releaseMany applied' : `stale releaseMany: ${reason}`);
     await verify(m, r, new Set(expected), this.toString());
   }
-  toString = () => `releaseMany(${listed(this.t, this.mask, this.extra)}, ${this.uncount ? 'uncount' : 'keep attempts'})`;
+  toString = () =>
+    `releaseMany(${listed(this.t, this.mask, this.extra)}, ${this.uncount ? 'uncount' : 'keep attempts'})`;
 }
 
 /**
@@ -525,7 +555,11 @@ class Expire implements Cmd {
     e.leaseLive = false;
     count('lease expired');
     const after = (await verify(m, r, new Set([e.id]), this.toString())).get(e.id)!;
-    same({ ...after, available_at: before.available_at, future: true }, before, `${this.toString()}: more than the lease end changed`);
+    same(
+      { ...after, available_at: before.available_at, future: true },
+      before,
+      `${this.toString()}: more than the lease end changed`,
+    );
   }
   toString = () => `expire(in-flight #${this.pick})`;
 }

@@ -210,7 +210,9 @@ describe('the packed package', () => {
       `import { OutboxModule, OutboxService } from '${name}';\n` +
       `const types = [typeof OutboxModule, typeof OutboxService];\n` +
       `console.log(JSON.stringify({ from: import.meta.resolve('${name}'), types }));`;
-    const { from, types } = JSON.parse(succeed(process.execPath, ['--input-type=module', '-e', script], consumer)) as Resolution;
+    const { from, types } = JSON.parse(
+      succeed(process.execPath, ['--input-type=module', '-e', script], consumer),
+    ) as Resolution;
     expect(realpathSync(fileURLToPath(from))).toBe(join(realpathSync(installed), 'dist', 'index.js'));
     expect(types).toEqual(['function', 'function']);
   });

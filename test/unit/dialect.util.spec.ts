@@ -78,7 +78,14 @@ describe('decodeRow', () => {
           error: 'boom',
           round: 0,
         },
-        { attempt: 2, startedAt: new Date('2026-01-02T03:01:00.000Z'), finishedAt: null, outcome: 'released', error: null, round: 1 },
+        {
+          attempt: 2,
+          startedAt: new Date('2026-01-02T03:01:00.000Z'),
+          finishedAt: null,
+          outcome: 'released',
+          error: null,
+          round: 1,
+        },
       ],
       redriveCount: 1,
     });
@@ -150,7 +157,12 @@ describe('versionAtLeast', () => {
 
 describe('driver error codes, read through TypeORM’s wrapper or from the driver’s own error', () => {
   it.each([
-    ['a wrapped error: the driver’s code first', { driverError: { code: 'ER_LOCK_DEADLOCK', errno: 1213 }, code: 'OTHER', errno: 1 }, 'ER_LOCK_DEADLOCK', 1213],
+    [
+      'a wrapped error: the driver’s code first',
+      { driverError: { code: 'ER_LOCK_DEADLOCK', errno: 1213 }, code: 'OTHER', errno: 1 },
+      'ER_LOCK_DEADLOCK',
+      1213,
+    ],
     ['a driver error of its own', { code: '40P01', errno: 7 }, '40P01', 7],
     ['a wrapped error with an errno only', { driverError: { errno: 1205 } }, 1205, 1205],
     ['an error with an errno only', { errno: 1213 }, 1213, 1213],
@@ -170,22 +182,29 @@ describe('identifiers', () => {
   });
 
   it('names the indexes after the table, as the migration and the query-plan checks expect', () => {
-    expect(indexNames('events')).toEqual({ claim: 'events_claim_idx', dedupe: 'events_dedupe_idx', retention: 'events_retention_idx' });
+    expect(indexNames('events')).toEqual({
+      claim: 'events_claim_idx',
+      dedupe: 'events_dedupe_idx',
+      retention: 'events_retention_idx',
+    });
   });
 });
 
 describe('schema steps', () => {
-  it.each(['postgres', 'mysql', 'sqlite'])('%s: every version of OutboxMigrations has a step, and no other version does', (type) => {
-    const dialect = dialectForType(type);
-    const table = outboxTable('outbox_event');
-    for (const { version } of OUTBOX_SCHEMA_VERSIONS) {
-      expect(Array.isArray(dialect.upgrade(version, table))).toBe(true);
-      expect(Array.isArray(dialect.downgrade(version, table))).toBe(true);
-    }
-    const next = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version + 1;
-    for (const version of [1, next]) {
-      expect(() => dialect.upgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
-      expect(() => dialect.downgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
-    }
-  });
+  it.each(['postgres', 'mysql', 'sqlite'])(
+    '%s: every version of OutboxMigrations has a step, and no other version does',
+    (type) => {
+      const dialect = dialectForType(type);
+      const table = outboxTable('outbox_event');
+      for (const { version } of OUTBOX_SCHEMA_VERSIONS) {
+        expect(Array.isArray(dialect.upgrade(version, table))).toBe(true);
+        expect(Array.isArray(dialect.downgrade(version, table))).toBe(true);
+      }
+      const next = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version + 1;
+      for (const version of [1, next]) {
+        expect(() => dialect.upgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
+        expect(() => dialect.downgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
+      }
+    },
+  );
 });

@@ -21,11 +21,23 @@ function serverReporting(column: string, version: string): SqlExecutor {
 
 describe('server version checks', () => {
   const cases: Array<[string, OutboxDialect, string, string, string | null]> = [
-    ['MariaDB 10.5', new MysqlDialect(), 'version', '10.5.27-MariaDB-log', 'MariaDB 10.5.27-MariaDB-log is not supported by the outbox: it needs MariaDB 10.6'],
+    [
+      'MariaDB 10.5',
+      new MysqlDialect(),
+      'version',
+      '10.5.27-MariaDB-log',
+      'MariaDB 10.5.27-MariaDB-log is not supported by the outbox: it needs MariaDB 10.6',
+    ],
     ['MariaDB 10.6', new MysqlDialect(), 'version', '10.6.0-MariaDB', null],
     ['MariaDB 11.4', new MysqlDialect(), 'version', '11.4.2-MariaDB-ubu2404', null],
     // 8.0.17 brought utf8mb4_0900_bin, the NO PAD collation of schema version 6's keys.
-    ['MySQL 8.0.16', new MysqlDialect(), 'version', '8.0.16', 'MySQL 8.0.16 is not supported by the outbox: it needs MySQL 8.0.17'],
+    [
+      'MySQL 8.0.16',
+      new MysqlDialect(),
+      'version',
+      '8.0.16',
+      'MySQL 8.0.16 is not supported by the outbox: it needs MySQL 8.0.17',
+    ],
     ['MySQL 5.7', new MysqlDialect(), 'version', '5.7.44-log', 'needs MySQL 8.0.17'],
     ['MySQL 8.0.17', new MysqlDialect(), 'version', '8.0.17', null],
     ['MySQL 8.4', new MysqlDialect(), 'version', '8.4.3', null],
@@ -46,7 +58,8 @@ describe('server version checks', () => {
 });
 
 describe('transient errors', () => {
-  const wrapped = (driverError: object) => new QueryFailedError('UPDATE …', [], Object.assign(new Error('x'), driverError));
+  const wrapped = (driverError: object) =>
+    new QueryFailedError('UPDATE …', [], Object.assign(new Error('x'), driverError));
 
   it('MySQL/MariaDB: deadlock (1213) and lock wait timeout (1205) are retried, nothing else', () => {
     const dialect = new MysqlDialect();

@@ -115,11 +115,14 @@ function ownWords(text: string): string[] {
 }
 
 describe('errorSignature', () => {
-  it.each(CORPUS.filter((text) => /\{\w+\}/.test(text)))('reads two occurrences of one failure the same: %s', (text) => {
-    const [a, b] = [fill(text, 0), fill(text, 1)];
-    expect(a).not.toBe(b);
-    expect(errorSignature(a)).toBe(errorSignature(b));
-  });
+  it.each(CORPUS.filter((text) => /\{\w+\}/.test(text)))(
+    'reads two occurrences of one failure the same: %s',
+    (text) => {
+      const [a, b] = [fill(text, 0), fill(text, 1)];
+      expect(a).not.toBe(b);
+      expect(errorSignature(a)).toBe(errorSignature(b));
+    },
+  );
 
   it.each(CORPUS)("keeps every word of the failure's own: %s", (text) => {
     const signature = errorSignature(fill(text, 0));
@@ -145,12 +148,18 @@ describe('errorSignature', () => {
     expect(errorSignature("Your card's security code is incorrect. (request 'req_4711')")).toBe(
       "Your card's security code is incorrect. (request '…')",
     );
-    expect(errorSignature("The customer's card was declined; don't retry")).toBe("The customer's card was declined; don't retry");
+    expect(errorSignature("The customer's card was declined; don't retry")).toBe(
+      "The customer's card was declined; don't retry",
+    );
     expect(errorSignature("Table 'shop.orders' doesn't exist")).toBe("Table '…' doesn't exist");
-    expect(errorSignature("Try a key other than 'customer's retry 7' next time")).toBe("Try a key other than '…' next time");
+    expect(errorSignature("Try a key other than 'customer's retry 7' next time")).toBe(
+      "Try a key other than '…' next time",
+    );
     // Quote marks a sentence apart are no pair, and a quoted sentence is wording.
     expect(errorSignature("Value 'A is late. Retry' failed")).toBe("Value 'A is late. Retry' failed");
-    expect(errorSignature("Upstream said 'Your card has expired.' for 'ord_42'")).toBe("Upstream said 'Your card has expired.' for '…'");
+    expect(errorSignature("Upstream said 'Your card has expired.' for 'ord_42'")).toBe(
+      "Upstream said 'Your card has expired.' for '…'",
+    );
     expect(errorSignature('{"message":"Too many requests"}')).toBe('{"…":"…"}');
     expect(errorSignature('parse failed at "x. Expected" a comma')).toBe('parse failed at "x. Expected" a comma');
   });

@@ -2,8 +2,12 @@ import { MAX_ERROR_LENGTH, storableError } from '../../lib/delivery/failure-poli
 
 describe('storableError', () => {
   it('writes NUL as its escape and a lone surrogate as U+FFFD, keeping the rest', () => {
-    expect(storableError('Unexpected token \u0000 in JSON at position 0')).toBe('Unexpected token \\u0000 in JSON at position 0');
-    expect(storableError('cut \ud83d here, \ude00 there, whole \ud83d\ude00')).toBe('cut \ufffd here, \ufffd there, whole \ud83d\ude00');
+    expect(storableError('Unexpected token \u0000 in JSON at position 0')).toBe(
+      'Unexpected token \\u0000 in JSON at position 0',
+    );
+    expect(storableError('cut \ud83d here, \ude00 there, whole \ud83d\ude00')).toBe(
+      'cut \ufffd here, \ufffd there, whole \ud83d\ude00',
+    );
     expect(storableError('plain')).toBe('plain');
   });
 

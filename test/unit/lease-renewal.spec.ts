@@ -17,7 +17,8 @@ const LEASE_MS = 60;
 function fakeStore() {
   const lost = new Set<string>();
   const calls: RenewalArgs[] = [];
-  let answer: (args: RenewalArgs) => Promise<string[]> = (args) => Promise.resolve(args.ids.filter((id) => !lost.has(id)));
+  let answer: (args: RenewalArgs) => Promise<string[]> = (args) =>
+    Promise.resolve(args.ids.filter((id) => !lost.has(id)));
   const store = {
     executor: {},
     table: {},
@@ -83,7 +84,9 @@ describe('LeaseRenewal', () => {
     expect(running.signal.aborted).toBe(true);
     expect(running.signal.reason).toMatchObject({ name: 'OutboxLeaseLostError' });
     expect(gaveUp).toHaveBeenCalledWith(running.signal.reason);
-    expect(seen).toEqual([{ type: 'lease.lost', at: expect.any(Date) as Date, ids: ['running'], count: 1, what: 'renew' }]);
+    expect(seen).toEqual([
+      { type: 'lease.lost', at: expect.any(Date) as Date, ids: ['running'], count: 1, what: 'renew' },
+    ]);
     expect(state.waiting.has('waiting')).toBe(true);
   });
 

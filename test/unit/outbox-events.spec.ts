@@ -24,12 +24,20 @@ describe('OutboxEvents', () => {
     direct.unsubscribe();
     expect(events.observed).toBe(false);
 
-    const piped = events.ofType('delivered').pipe(map((e) => e.id)).subscribe(() => undefined);
+    const piped = events
+      .ofType('delivered')
+      .pipe(map((e) => e.id))
+      .subscribe(() => undefined);
     expect(events.observed).toBe(true);
     piped.unsubscribe();
     expect(events.observed).toBe(false);
 
-    const first = firstValueFrom(events.events$.pipe(filter((e) => e.type === 'delivered'), take(1)));
+    const first = firstValueFrom(
+      events.events$.pipe(
+        filter((e) => e.type === 'delivered'),
+        take(1),
+      ),
+    );
     expect(events.observed).toBe(true);
     events.emit(delivered('a'));
     await expect(first).resolves.toMatchObject({ type: 'delivered', id: 'a', at: expect.any(Date) as Date });

@@ -40,7 +40,11 @@ describe('OutboxTesting.message', () => {
 
   it.each([
     ['a topic publish() would refuse', () => OutboxTesting.message('has space', {}), /topic/],
-    ['attempt 0', () => OutboxTesting.message('t', {}, { attempt: 0 }), /attempt: expected a whole number of 1 or more, got 0/],
+    [
+      'attempt 0',
+      () => OutboxTesting.message('t', {}, { attempt: 0 }),
+      /attempt: expected a whole number of 1 or more, got 0/,
+    ],
     ['a fractional attempt', () => OutboxTesting.message('t', {}, { attempt: 1.5 }), /got 1.5/],
   ])('refuses %s with an OutboxValidationError', (_what, build, message) => {
     expect(build).toThrow(OutboxValidationError);

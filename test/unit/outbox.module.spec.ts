@@ -13,7 +13,9 @@ describe('OutboxModule.forRoot', () => {
 
   it('refuses a bad table name and a handler timeout past the lease', () => {
     expect(() => OutboxModule.forRoot({ tableName: '1events' })).toThrow(OutboxConfigurationError);
-    expect(() => OutboxModule.forRoot({ worker: { renewLease: false, leaseMs: 5000, handlerTimeoutMs: 5000 } })).toThrow(/handlerTimeoutMs/);
+    expect(() =>
+      OutboxModule.forRoot({ worker: { renewLease: false, leaseMs: 5000, handlerTimeoutMs: 5000 } }),
+    ).toThrow(/handlerTimeoutMs/);
   });
 
   it('takes valid options and the module extras, and gives the module', () => {

@@ -28,7 +28,10 @@ describe('resolveOutboxOptions', () => {
 
   it('turns retention off with false, and defaults what a retention object leaves out', () => {
     expect(resolveOutboxOptions({ retention: false }).retention).toBe(false);
-    expect(resolveOutboxOptions({ retention: {} }).retention).toEqual({ ...OUTBOX_DEFAULTS.retention, deadMs: undefined });
+    expect(resolveOutboxOptions({ retention: {} }).retention).toEqual({
+      ...OUTBOX_DEFAULTS.retention,
+      deadMs: undefined,
+    });
     expect(resolveOutboxOptions({ retention: { deadMs: 2_592_000_000, batchSize: 5 } }).retention).toEqual({
       deliveredMs: 604_800_000,
       deadMs: 2_592_000_000,
@@ -50,7 +53,7 @@ describe('resolveOutboxOptions', () => {
   });
 
   describe('worker.renewLease', () => {
-    it('is on by default: the handler timeout is its own, not the lease\'s', () => {
+    it("is on by default: the handler timeout is its own, not the lease's", () => {
       const resolved = resolveOutboxOptions({ worker: { leaseMs: 5000 } });
       expect(resolved.worker.renewLease).toBe(true);
       expect(resolved.worker.handlerTimeoutMs).toBe(30_000);
@@ -66,15 +69,23 @@ describe('resolveOutboxOptions', () => {
       });
       expect(resolved.worker.handlerTimeoutMs).toBe(86_400_000);
       expect(resolved.routes[0].timeoutMs).toBe(120_000);
-      expect(resolveOutboxOptions({ worker: { renewLease: true, leaseMs: 10_000, handlerTimeoutMs: 10_000 } }).worker).toMatchObject({
+      expect(
+        resolveOutboxOptions({ worker: { renewLease: true, leaseMs: 10_000, handlerTimeoutMs: 10_000 } }).worker,
+      ).toMatchObject({
         renewLease: true,
         handlerTimeoutMs: 10_000,
       });
     });
 
-    it('off: today\'s rules, every timeout below the lease by its margin', () => {
-      expect(resolveOutboxOptions({ worker: { renewLease: false } }).worker).toMatchObject({ renewLease: false, handlerTimeoutMs: 30_000 });
-      expect(resolveOutboxOptions({ worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 9000 } }).worker.handlerTimeoutMs).toBe(9000);
+    it("off: today's rules, every timeout below the lease by its margin", () => {
+      expect(resolveOutboxOptions({ worker: { renewLease: false } }).worker).toMatchObject({
+        renewLease: false,
+        handlerTimeoutMs: 30_000,
+      });
+      expect(
+        resolveOutboxOptions({ worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 9000 } }).worker
+          .handlerTimeoutMs,
+      ).toBe(9000);
     });
 
     it.each([
@@ -82,9 +93,25 @@ describe('resolveOutboxOptions', () => {
       ['worker.renewLease', { worker: { renewLease: 0 } }, /true or false, got number 0/],
       ['worker.renewLease', { worker: { renewLease: null } }, /true or false, got null/],
       ['worker.handlerTimeoutMs', { worker: { handlerTimeoutMs: 86_400_001 } }, /from 1 to 86400000, got 86400001/],
-      ['worker.handlerTimeoutMs', { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 20_000 } }, /shorter than worker.leaseMs.*worker.renewLease/],
-      ['routes[0].timeoutMs', { transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 86_400_001 }] }, /from 1 to 86400000/],
-      ['routes[0].timeoutMs', { worker: { renewLease: false }, transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 59_500 }] }, /by at least 1000 ms/],
+      [
+        'worker.handlerTimeoutMs',
+        { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 20_000 } },
+        /shorter than worker.leaseMs.*worker.renewLease/,
+      ],
+      [
+        'routes[0].timeoutMs',
+        { transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 86_400_001 }] },
+        /from 1 to 86400000/,
+      ],
+      [
+        'routes[0].timeoutMs',
+        {
+          worker: { renewLease: false },
+          transports: [transport('t')],
+          routes: [{ topic: '#', transport: 't', timeoutMs: 59_500 }],
+        },
+        /by at least 1000 ms/,
+      ],
     ])('rejects %s in %j', (option, options, message) => {
       const error = rejection(options);
       expect(error.option).toBe(option);
@@ -95,7 +122,14 @@ describe('resolveOutboxOptions', () => {
   it('resolves routes with the worker defaults', () => {
     const resolved = resolveOutboxOptions({
       transports: [transport('hooks')],
-      routes: [{ topic: 'order.*', transport: 'hooks', options: { url: 'https://example.test/in' }, retry: { maxDelayMs: 5000 } }],
+      routes: [
+        {
+          topic: 'order.*',
+          transport: 'hooks',
+          options: { url: 'https://example.test/in' },
+          retry: { maxDelayMs: 5000 },
+        },
+      ],
     });
     expect(resolved.routes).toEqual([
       {
@@ -117,8 +151,16 @@ describe('resolveOutboxOptions', () => {
     ['worker.enabled', { worker: { enabled: 'false' } }, /true or false, got the string "false"/],
     ['worker.pollIntervalMs', { worker: { pollIntervalMs: Infinity } }, /whole number/],
     ['worker.leaseMs', { worker: { leaseMs: 500 } }, /from 1000 to 3600000/],
-    ['worker.handlerTimeoutMs', { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 20_000 } }, /shorter than worker.leaseMs/],
-    ['worker.handlerTimeoutMs', { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 9_500 } }, /by at least 1000 ms/],
+    [
+      'worker.handlerTimeoutMs',
+      { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 20_000 } },
+      /shorter than worker.leaseMs/,
+    ],
+    [
+      'worker.handlerTimeoutMs',
+      { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 9_500 } },
+      /by at least 1000 ms/,
+    ],
     ['retry.maxAttempts', { retry: { maxAttempts: 0 } }, /from 1 to 100/],
     ['retry.maxAttempts', { retry: { maxAttempts: 101 } }, /from 1 to 100/],
     ['retry.maxDelayMs', { retry: { initialDelayMs: 5000, maxDelayMs: 100 } }, /from 5000/],
@@ -134,7 +176,11 @@ describe('resolveOutboxOptions', () => {
     ['retention.intervalMs', { retention: { intervalMs: 10 } }, /from 1000 to 86400000/],
     ['retention.batchSize', { retention: { batchSize: 0 } }, /from 1 to 10000, got 0/],
     ['retention.batchSize', { retention: { batchSize: 2.5 } }, /whole number/],
-    ['retention.maxAgeMs', { retention: { maxAgeMs: 1000 } }, /unknown option; allowed here: deliveredMs, deadMs, intervalMs, batchSize/],
+    [
+      'retention.maxAgeMs',
+      { retention: { maxAgeMs: 1000 } },
+      /unknown option; allowed here: deliveredMs, deadMs, intervalMs, batchSize/,
+    ],
     ['tableName', { tableName: 'drop table;' }, /letters, digits, underscore/],
     ['tableName', { tableName: '1abc' }, /not starting with a digit/],
     ['tableName', { tableName: 'a'.repeat(49) }, /1 to 48/],
@@ -147,11 +193,31 @@ describe('resolveOutboxOptions', () => {
     ['transports[0]', { transports: [{ name: 'x' }] }, /send\(message, route\) method/],
     ['transports[1].name', { transports: [transport('a'), transport('a')] }, /already named "a"/],
     ['transports[0].name', { transports: [transport('has space')] }, /1 to 64 characters/],
-    ['routes[0].transport', { transports: [transport('rabbit')], routes: [{ topic: 'a', transport: 'kafka' }] }, /unknown transport "kafka"; the module's transports are: rabbit/],
+    [
+      'routes[0].transport',
+      { transports: [transport('rabbit')], routes: [{ topic: 'a', transport: 'kafka' }] },
+      /unknown transport "kafka"; the module's transports are: rabbit/,
+    ],
     ['routes[0].transport', { routes: [{ topic: 'a', transport: 'x' }] }, /\(none\)/],
-    ['routes[0].topic', { transports: [transport('t')], routes: [{ topic: 'order..x', transport: 't' }] }, /segment ""/],
-    ['routes[0].timeoutMs', { worker: { renewLease: false }, transports: [transport('t')], routes: [{ topic: '#', transport: 't', timeoutMs: 120_000 }] }, /from 1 to 60000/],
-    ['routes[0].url', { transports: [transport('t')], routes: [{ topic: '#', transport: 't', url: 'http://x' }] }, /unknown option; allowed here: topic, transport, options/],
+    [
+      'routes[0].topic',
+      { transports: [transport('t')], routes: [{ topic: 'order..x', transport: 't' }] },
+      /segment ""/,
+    ],
+    [
+      'routes[0].timeoutMs',
+      {
+        worker: { renewLease: false },
+        transports: [transport('t')],
+        routes: [{ topic: '#', transport: 't', timeoutMs: 120_000 }],
+      },
+      /from 1 to 60000/,
+    ],
+    [
+      'routes[0].url',
+      { transports: [transport('t')], routes: [{ topic: '#', transport: 't', url: 'http://x' }] },
+      /unknown option; allowed here: topic, transport, options/,
+    ],
   ])('rejects %s in %j', (option, options, message) => {
     const error = rejection(options);
     expect(error.option).toBe(option);

@@ -18,7 +18,14 @@ function field(item: Record<string, unknown>, max = 1024 * 1024): string {
 describe('validateEvent', () => {
   it('accepts the limits exactly', () => {
     const v = validateEvent(
-      { topic: 'a'.repeat(128), payload: 'x', key: '~'.repeat(255), dedupeKey: ' ', headers: { 'x-a': '' }, delayMs: 0 },
+      {
+        topic: 'a'.repeat(128),
+        payload: 'x',
+        key: '~'.repeat(255),
+        dedupeKey: ' ',
+        headers: { 'x-a': '' },
+        delayMs: 0,
+      },
       1024,
     );
     expect(v.key).toHaveLength(255);
@@ -109,7 +116,9 @@ describe('the size of all headers together', () => {
     for (const char of ['x', 'é']) {
       const headers = headersOfBytes(MAX_HEADERS_BYTES, char);
       expect(Object.values(headers).every((v) => v.length <= 4096)).toBe(true);
-      expect(Buffer.byteLength(validateEvent({ topic: 't', payload: 1, headers }, 1000).headersJson)).toBe(MAX_HEADERS_BYTES);
+      expect(Buffer.byteLength(validateEvent({ topic: 't', payload: 1, headers }, 1000).headersJson)).toBe(
+        MAX_HEADERS_BYTES,
+      );
     }
   });
 

@@ -9,7 +9,10 @@ import { join } from 'node:path';
  * PostgreSQL schema (written from the code of version 2's release). A new schema version adds its
  * own entry to each; an existing entry is never edited.
  */
-const released = JSON.parse(readFileSync(join(__dirname, '../fixtures/released-schema.json'), 'utf8')) as Record<string, unknown>;
+const released = JSON.parse(readFileSync(join(__dirname, '../fixtures/released-schema.json'), 'utf8')) as Record<
+  string,
+  unknown
+>;
 
 describe('released schema versions', () => {
   const cases = ['postgres', 'mysql', 'sqlite'].flatMap((type) => [

@@ -27,7 +27,10 @@ describe('topic patterns', () => {
     expect(validateTopicPattern(pattern)).toBeUndefined();
   });
 
-  it.each([[''], ['order..placed'], ['order.pl*ced'], ['order placed'], ['x'.repeat(129)], [42]])('rejects %p', (pattern) => {
-    expect(validateTopicPattern(pattern)).toMatch(/topic pattern|segment/);
-  });
+  it.each([[''], ['order..placed'], ['order.pl*ced'], ['order placed'], ['x'.repeat(129)], [42]])(
+    'rejects %p',
+    (pattern) => {
+      expect(validateTopicPattern(pattern)).toMatch(/topic pattern|segment/);
+    },
+  );
 });

@@ -256,7 +256,9 @@ describe('WebhookTransport', () => {
     it('uses the configured signature header', async () => {
       const arrival = await signedArrival({ signatureHeader: 'X-Acme-Signature' });
       expect(arrival.req.headers['x-outbox-signature']).toBeUndefined();
-      expect(verifyWebhookSignature(arrival.body, arrival.req.headers['x-acme-signature'] as string, secret)).toBe(true);
+      expect(verifyWebhookSignature(arrival.body, arrival.req.headers['x-acme-signature'] as string, secret)).toBe(
+        true,
+      );
     });
   });
 
@@ -296,12 +298,15 @@ describe('WebhookTransport', () => {
       expect(error.message).toMatch(/no URL for route "order\.#".*transports\.hooks\.url.*options\.url/);
     });
 
-    it.each([['ftp://example.com/in'], ['not a url'], [42]])("is non-retryable when the route's url is %p", async (url) => {
-      const error = await rejection(transport().send(message(), { ...route, options: { url } }));
-      expect(error).toBeInstanceOf(OutboxNonRetryableError);
-      expect(error.message).toMatch(/invalid options\.url/);
-      expect(server.arrivals).toHaveLength(0);
-    });
+    it.each([['ftp://example.com/in'], ['not a url'], [42]])(
+      "is non-retryable when the route's url is %p",
+      async (url) => {
+        const error = await rejection(transport().send(message(), { ...route, options: { url } }));
+        expect(error).toBeInstanceOf(OutboxNonRetryableError);
+        expect(error.message).toMatch(/invalid options\.url/);
+        expect(server.arrivals).toHaveLength(0);
+      },
+    );
   });
 
   describe('responses and failures that are retried', () => {

@@ -19,6 +19,8 @@ export function attemptHistoryColumns(table: OutboxTable): { up: string[]; down:
       `ALTER TABLE ${qt(table)} ADD COLUMN \`claimed_at\` datetime(6) NULL, ADD COLUMN \`attempt_log\` longtext NULL, ` +
         'ADD COLUMN `redrive_count` int NOT NULL DEFAULT 0',
     ],
-    down: [`ALTER TABLE ${qt(table)} DROP COLUMN \`redrive_count\`, DROP COLUMN \`attempt_log\`, DROP COLUMN \`claimed_at\``],
+    down: [
+      `ALTER TABLE ${qt(table)} DROP COLUMN \`redrive_count\`, DROP COLUMN \`attempt_log\`, DROP COLUMN \`claimed_at\``,
+    ],
   };
 }

@@ -1,5 +1,13 @@
 import type { FailureUpdate, OutboxDialect, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
-import { CLAIMED_COLUMNS, decodeRow, driverErrno, INSERT_COLUMNS, insertParams, LEASE_EXPIRED, NO_OUTCOME } from '../shared/dialect.util';
+import {
+  CLAIMED_COLUMNS,
+  decodeRow,
+  driverErrno,
+  INSERT_COLUMNS,
+  insertParams,
+  LEASE_EXPIRED,
+  NO_OUTCOME,
+} from '../shared/dialect.util';
 import { onDedupeConflict, requireVersion } from '../shared/dialect.util';
 import { indexesOf, purgeBatch, purgeSelection } from './mysql-retention';
 import { mysqlSchema } from './mysql-schema';
@@ -14,7 +22,9 @@ import type { OutboxTable } from '../shared/outbox-table';
  * What the claim's locking read returns: the columns of `ClaimedEvent` as they were before the claim,
  * and the claim token, from which `afterClaim` derives them as the claim's update leaves them.
  */
-const PICKED = [...CLAIMED_COLUMNS.map(q), `${utcText(q('created_at'))} AS ${q('created_at')}`, q('claim_token')].join(', ');
+const PICKED = [...CLAIMED_COLUMNS.map(q), `${utcText(q('created_at'))} AS ${q('created_at')}`, q('claim_token')].join(
+  ', ',
+);
 
 const NOW_PLUS = 'DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ? MICROSECOND)';
 /**
@@ -201,7 +211,18 @@ export class MysqlDialect implements OutboxDialect {
         `\`status\` = IF(?, 'dead', 'pending'), \`claim_token\` = NULL, ` +
         `\`processed_at\` = IF(?, ${NOW}, NULL), ` +
         `\`last_error\` = ?, \`completed_handlers\` = ?, \`attempt_log\` = ${failedAttempt} WHERE \`id\` = ? AND ${HELD}`,
-      params: [dead, u.retryDelayMs * 1000, dead, dead, u.error, JSON.stringify(u.completedHandlers), dead, u.error, id, token],
+      params: [
+        dead,
+        u.retryDelayMs * 1000,
+        dead,
+        dead,
+        u.error,
+        JSON.stringify(u.completedHandlers),
+        dead,
+        u.error,
+        id,
+        token,
+      ],
     };
   }
 

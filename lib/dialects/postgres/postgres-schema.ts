@@ -1,5 +1,15 @@
 import type { SchemaStatements, Statement } from '../shared/outbox-dialect.interface';
-import { moveNoOutcomeNotes, partialIndexes, partialRetentionIndex, quoteIdent, quoteTable, NO_CHANGE, restoreV1Notes, schemaSteps, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import {
+  moveNoOutcomeNotes,
+  partialIndexes,
+  partialRetentionIndex,
+  quoteIdent,
+  quoteTable,
+  NO_CHANGE,
+  restoreV1Notes,
+  schemaSteps,
+  V1_CLAIM_NOTES,
+} from '../shared/dialect.util';
 import type { OutboxTable } from '../shared/outbox-table';
 
 /** PostgreSQL's DDL of every schema version, as released, and the catalogue reads of the start-up checks. */
@@ -52,8 +62,7 @@ export const postgresSchema: SchemaStatements = {
 
   columns(table: OutboxTable): Statement {
     return {
-      sql:
-        'SELECT a.attname AS "name", NULL AS "charset" FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
+      sql: 'SELECT a.attname AS "name", NULL AS "charset" FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped',
       params: [quoteTable(table)],
     };
   },

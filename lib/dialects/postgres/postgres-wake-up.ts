@@ -56,8 +56,7 @@ export class PostgresWakeUp implements WakeUpChannel {
     // the disk (lost in a crash, it costs one poll interval). SET LOCAL, not SET: behind a
     // transaction-mode pooler (PgBouncer) a session setting would stay on a server connection that
     // other clients get next.
-    this.notifySql =
-      `BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY "${this.channel}", '${this.sender}'; COMMIT`;
+    this.notifySql = `BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY "${this.channel}", '${this.sender}'; COMMIT`;
   }
 
   private readonly notifySql: string;

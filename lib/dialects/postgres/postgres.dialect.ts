@@ -3,9 +3,26 @@ import { postgresFlavor } from './postgres-flavor';
 import { postgresSchema } from './postgres-schema';
 import { PostgresWakeUp } from './postgres-wake-up';
 import { guardPoolClients } from './postgres-pool-guard';
-import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import type {
+  FailureUpdate,
+  OutboxDialect,
+  RetentionBatch,
+  SqlExecutor,
+  Statement,
+} from '../shared/outbox-dialect.interface';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { CLAIMED_COLUMNS, decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
+import {
+  CLAIMED_COLUMNS,
+  decodeRow,
+  finishedStatus,
+  INSERT_COLUMNS,
+  insertParams,
+  onDedupeConflict,
+  LEASE_EXPIRED,
+  NO_OUTCOME,
+  quoteIdent,
+  quoteTable,
+} from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
@@ -71,7 +88,14 @@ export class PostgresDialect implements OutboxDialect {
     const params: unknown[] = [];
     const values = rows.map(({ id, event }) => {
       const n = params.length;
-      params.push(...insertParams(id, event, (d) => d.toISOString(), (ms) => ms));
+      params.push(
+        ...insertParams(
+          id,
+          event,
+          (d) => d.toISOString(),
+          (ms) => ms,
+        ),
+      );
       return (
         `($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}::jsonb, $${n + 6}::jsonb, ` +
         `COALESCE($${n + 7}::timestamptz, clock_timestamp() + $${n + 8}::bigint * interval '1 millisecond'))`

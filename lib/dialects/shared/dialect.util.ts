@@ -158,8 +158,7 @@ export const INSERT_COLUMNS = ['id', 'topic', 'key', 'dedupe_key', 'payload', 'h
  * Written to `last_error` by the claim that finds an attempt's lease expired ("attempt 2 of 5 …"): the
  * worker stopped, crashed or stalled mid-attempt. The worker reads it back (see `previousAttemptExpired`).
  */
-export const LEASE_EXPIRED =
-  'did not finish before its lease expired (the worker stopped, crashed or was too slow)';
+export const LEASE_EXPIRED = 'did not finish before its lease expired (the worker stopped, crashed or was too slow)';
 
 /**
  * Written by the claim that dead-letters an event whose last attempt was given back unfinished (a
@@ -233,7 +232,9 @@ const FINISHED = `"status" = 'delivered' OR "status" = 'dead'`;
 export function partialRetentionIndex(table: OutboxTable): { up: string[]; down: string[] } {
   const name = indexNames(table.name).retention;
   return {
-    up: [`CREATE INDEX IF NOT EXISTS ${quoteIdent(name)} ON ${quoteTable(table)} ("status", "processed_at") WHERE ${FINISHED}`],
+    up: [
+      `CREATE INDEX IF NOT EXISTS ${quoteIdent(name)} ON ${quoteTable(table)} ("status", "processed_at") WHERE ${FINISHED}`,
+    ],
     // An index lives in its table's schema.
     down: [`DROP INDEX ${quoteTable({ ...table, name })}`],
   };
@@ -241,6 +242,7 @@ export function partialRetentionIndex(table: OutboxTable): { up: string[]; down:
 
 /** The status retention deletes, checked before it is written into SQL as a literal (which partial indexes need). */
 export function finishedStatus(status: string): 'delivered' | 'dead' {
-  if (status !== 'delivered' && status !== 'dead') throw new Error(`retention deletes delivered or dead rows, not "${status}"`);
+  if (status !== 'delivered' && status !== 'dead')
+    throw new Error(`retention deletes delivered or dead rows, not "${status}"`);
   return status;
 }

@@ -13,7 +13,18 @@ export type StoredEvent = OutboxEventRecord;
  */
 export type ClaimedEvent = Pick<
   StoredEvent,
-  'id' | 'topic' | 'key' | 'payload' | 'headers' | 'status' | 'attempts' | 'completedHandlers' | 'lastError' | 'note' | 'lastExpiredAttempt' | 'createdAt'
+  | 'id'
+  | 'topic'
+  | 'key'
+  | 'payload'
+  | 'headers'
+  | 'status'
+  | 'attempts'
+  | 'completedHandlers'
+  | 'lastError'
+  | 'note'
+  | 'lastExpiredAttempt'
+  | 'createdAt'
 >;
 
 /** Rows and affected-row count of one statement. */
@@ -236,7 +247,8 @@ export interface OperationsStatements {
  * per feature; a feature to come (ordering, an inbox) adds its own beside these.
  */
 export interface OutboxDialect
-  extends DialectTraits,
+  extends
+    DialectTraits,
     SchemaStatements,
     PublishStatements,
     DeliveryStatements,

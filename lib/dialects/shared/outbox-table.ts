@@ -23,7 +23,9 @@ export function outboxTable(name: string, schema?: string): OutboxTable {
 /** The table `tableName` of the outbox on `dataSource`, placed where TypeORM places its entity. */
 export function outboxTableOn(dataSource: DataSource, tableName: string): OutboxTable {
   const options = dataSource.options as { type: string; schema?: string; entityPrefix?: string };
-  const name = options.entityPrefix ? dataSource.namingStrategy.prefixTableName(options.entityPrefix, tableName) : tableName;
+  const name = options.entityPrefix
+    ? dataSource.namingStrategy.prefixTableName(options.entityPrefix, tableName)
+    : tableName;
   if (!LIMITS.tableName.test(name)) {
     // Index names add up to 14 characters to the table's (`_retention_idx`); 48 keeps them within every
     // database's limit (PostgreSQL's 63).

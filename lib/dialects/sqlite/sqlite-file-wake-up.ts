@@ -25,9 +25,7 @@ export class SqliteFileWakeUp implements WakeUpChannel {
   private readonly folder: string;
   private readonly names: Set<string>;
 
-  constructor(
-    file: string,
-  ) {
+  constructor(file: string) {
     const path = resolve(file);
     this.folder = dirname(path);
     const name = basename(path);
@@ -75,7 +73,12 @@ export class SqliteFileWakeUp implements WakeUpChannel {
 
 /** The file of an SQLite DataSource, or undefined for an in-memory database (nothing to watch). */
 export function sqliteFile(database: unknown): string | undefined {
-  if (typeof database !== 'string' || database === '' || database === ':memory:' || database.startsWith('file::memory:')) {
+  if (
+    typeof database !== 'string' ||
+    database === '' ||
+    database === ':memory:' ||
+    database.startsWith('file::memory:')
+  ) {
     return undefined;
   }
   return database;

@@ -1,12 +1,25 @@
 import type { SchemaStatements, Statement } from '../shared/outbox-dialect.interface';
-import { moveNoOutcomeNotes, partialIndexes, partialRetentionIndex, quoteIdent, quoteTable, NO_CHANGE, restoreV1Notes, schemaSteps, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import {
+  moveNoOutcomeNotes,
+  partialIndexes,
+  partialRetentionIndex,
+  quoteIdent,
+  quoteTable,
+  NO_CHANGE,
+  restoreV1Notes,
+  schemaSteps,
+  V1_CLAIM_NOTES,
+} from '../shared/dialect.util';
 import type { OutboxTable } from '../shared/outbox-table';
 import { NOW } from './sqlite-flavor';
 
 /** SQLite's DDL of every schema version, as released, and the catalogue reads of the start-up checks. */
 export const sqliteSchema: SchemaStatements = {
   tableExists(table: OutboxTable): Statement {
-    return { sql: `SELECT count(*) AS "found" FROM sqlite_master WHERE "type" = 'table' AND "name" = ?`, params: [table.name] };
+    return {
+      sql: `SELECT count(*) AS "found" FROM sqlite_master WHERE "type" = 'table' AND "name" = ?`,
+      params: [table.name],
+    };
   },
 
   relocate(from: OutboxTable, to: OutboxTable): string[] {

@@ -1,11 +1,28 @@
 import type { DataSource } from 'typeorm';
-import type { FailureUpdate, OutboxDialect, RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import type {
+  FailureUpdate,
+  OutboxDialect,
+  RetentionBatch,
+  SqlExecutor,
+  Statement,
+} from '../shared/outbox-dialect.interface';
 import { SqliteFileWakeUp, sqliteFile } from './sqlite-file-wake-up';
 import { sqliteGateFor } from './sqlite-connection-gate';
 import { NOW, sqliteFlavor } from './sqlite-flavor';
 import { sqliteSchema } from './sqlite-schema';
 import { driverErrorCode, requireVersion } from '../shared/dialect.util';
-import { CLAIMED_COLUMNS, decodeRow, finishedStatus, INSERT_COLUMNS, insertParams, onDedupeConflict, LEASE_EXPIRED, NO_OUTCOME, quoteIdent, quoteTable } from '../shared/dialect.util';
+import {
+  CLAIMED_COLUMNS,
+  decodeRow,
+  finishedStatus,
+  INSERT_COLUMNS,
+  insertParams,
+  onDedupeConflict,
+  LEASE_EXPIRED,
+  NO_OUTCOME,
+  quoteIdent,
+  quoteTable,
+} from '../shared/dialect.util';
 import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from '../shared/outbox-table';
 import { appendAttempt, ATTEMPT_LOG_SIZE, LOGGED_ERROR_LENGTH, type AttemptLogSql } from '../shared/attempt-log';
@@ -237,7 +254,10 @@ export class SqliteDialect implements OutboxDialect {
   async purge(executor: SqlExecutor, table: OutboxTable, a: RetentionBatch) {
     // One writer at a time: the statement deletes what it selects, and no other purge can interleave.
     const { sql, params } = this.purgeSelection(table, a);
-    const { affected } = await executor.run({ sql: `DELETE FROM ${quoteTable(table)} WHERE rowid IN (${sql})`, params });
+    const { affected } = await executor.run({
+      sql: `DELETE FROM ${quoteTable(table)} WHERE rowid IN (${sql})`,
+      params,
+    });
     return affected;
   }
 

@@ -96,7 +96,8 @@ export class ClientProxyTransport implements OutboxTransport {
   }
 
   private record(body: unknown, metadata: Record<string, string>, message: OutboxMessage): unknown {
-    const ms = () => (this.microservices ??= loadOptional<Microservices>('@nestjs/microservices', 'ClientProxyTransport'));
+    const ms = () =>
+      (this.microservices ??= loadOptional<Microservices>('@nestjs/microservices', 'ClientProxyTransport'));
     switch (this.broker) {
       case 'rmq':
         return new (ms().RmqRecordBuilder)(body)
@@ -137,7 +138,8 @@ export class ClientProxyTransport implements OutboxTransport {
    */
   private async publishToRedis(channel: string, body: unknown): Promise<void> {
     await this.client.connect();
-    const publisher = (this.client as unknown as { pubClient: { publish(c: string, m: string): Promise<number> } }).pubClient;
+    const publisher = (this.client as unknown as { pubClient: { publish(c: string, m: string): Promise<number> } })
+      .pubClient;
     // The packet a Nest Redis client would send, so @EventPattern consumers decode it the same way.
     const receivers = await publisher.publish(channel, JSON.stringify({ pattern: channel, data: body }));
     if (receivers === 0) {

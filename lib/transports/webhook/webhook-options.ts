@@ -41,11 +41,17 @@ export interface ResolvedWebhookOptions {
 /** Checks `options` of the transport `name`; a wrong one stops the app at start-up, not at the first send. */
 export function resolveWebhookOptions(name: string, options: WebhookTransportOptions): ResolvedWebhookOptions {
   if (typeof name !== 'string' || name.trim() === '') {
-    throw new OutboxConfigurationError('transports', `a WebhookTransport needs a non-empty name, got ${describeValue(name)}`);
+    throw new OutboxConfigurationError(
+      'transports',
+      `a WebhookTransport needs a non-empty name, got ${describeValue(name)}`,
+    );
   }
   const at = (option: string) => `transports.${name}.${option}`;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new OutboxConfigurationError(`transports.${name}`, `expected an options object, got ${describeValue(options)}`);
+    throw new OutboxConfigurationError(
+      `transports.${name}`,
+      `expected an options object, got ${describeValue(options)}`,
+    );
   }
   rejectUnknownOptions(`transports.${name}`, options, OPTION_KEYS);
 

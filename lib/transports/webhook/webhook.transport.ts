@@ -122,7 +122,6 @@ export class WebhookTransport implements OutboxTransport {
         `or the route's options.url`,
     );
   }
-
 }
 
 function serialise(message: OutboxMessage): string {
@@ -146,4 +145,3 @@ function serialise(message: OutboxMessage): string {
     );
   }
 }
-

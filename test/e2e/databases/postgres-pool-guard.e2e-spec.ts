@@ -19,7 +19,9 @@ describeOn('postgres')('the DataSource’s PostgreSQL pool with the outbox', () 
     // error in between (a backend terminated while the client connects) has only the module's listener.
     const client = await pool.connect();
     try {
-      expect(() => client.emit('error', new Error('terminating connection due to administrator command'))).not.toThrow();
+      expect(() =>
+        client.emit('error', new Error('terminating connection due to administrator command')),
+      ).not.toThrow();
     } finally {
       client.release(new Error('the connection failed'));
     }

@@ -44,17 +44,24 @@ describeEachServer('the claim query plan on %s', (backend) => {
     const { sql, params } = store.dialect.claimSelection(store.table, 50);
     const claimIndex = `${app.table}_claim_idx`;
     if (backend === 'postgres') {
-      const plan = (await app.raw.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params)).map((r) => r['QUERY PLAN']).join('\n');
+      const plan = (await app.raw.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params))
+        .map((r) => r['QUERY PLAN'])
+        .join('\n');
       expect(plan).toContain(`Index Scan using ${claimIndex}`);
       expect(plan).not.toMatch(/Seq Scan|Sort/);
     } else {
-      const [row] = await app.raw.query<{ type: string; key: string; Extra: string | null; rows: number }>(`EXPLAIN ${sql}`, params);
+      const [row] = await app.raw.query<{ type: string; key: string; Extra: string | null; rows: number }>(
+        `EXPLAIN ${sql}`,
+        params,
+      );
       expect(row.key).toBe(claimIndex);
       expect(row.type).not.toBe('ALL');
       expect(row.Extra ?? '').not.toMatch(/filesort/i);
     }
     // And the claim itself takes the oldest due rows.
-    const claimed = await app.module.get<OutboxStore>(OUTBOX_STORE).claim({ batchSize: 50, leaseMs: 60_000, maxAttempts: 5 });
+    const claimed = await app.module
+      .get<OutboxStore>(OUTBOX_STORE)
+      .claim({ batchSize: 50, leaseMs: 60_000, maxAttempts: 5 });
     expect(claimed.events).toHaveLength(50);
   });
 });

@@ -207,8 +207,14 @@ describe.each(backends())('lease renewal on %s', (backend) => {
     expect(work.finished.sort()).toEqual([taken.id, kept.id].sort());
 
     const lost = recorder.only('lease.lost');
-    expect(lost).toEqual([{ type: 'lease.lost', at: expect.any(Date) as Date, ids: [taken.id], count: 1, what: 'renew' }]);
-    expect(app.logger.matching(new RegExp(`^Outbox lease renewal of event\\(s\\) ${taken.id} rejected: their lease expired`))).toHaveLength(1);
+    expect(lost).toEqual([
+      { type: 'lease.lost', at: expect.any(Date) as Date, ids: [taken.id], count: 1, what: 'renew' },
+    ]);
+    expect(
+      app.logger.matching(
+        new RegExp(`^Outbox lease renewal of event\\(s\\) ${taken.id} rejected: their lease expired`),
+      ),
+    ).toHaveLength(1);
     // Neither a recorded failure nor a handler outcome for the lost one reached the table.
     expect(recorder.only('retry.scheduled')).toEqual([]);
   });
@@ -253,7 +259,13 @@ describe.each(backends())('lease renewal on %s', (backend) => {
     // The handler has succeeded; its acknowledgement and the renewal wait for a connection until the
     // lease has run out by the database clock.
     await eventually(
-      async () => (await app.raw.query(`SELECT "id" FROM "${app.table}" WHERE "id" = ? AND "available_at" < ${NOW_PLUS[backend](0)}`, [id])).length === 1,
+      async () =>
+        (
+          await app.raw.query(
+            `SELECT "id" FROM "${app.table}" WHERE "id" = ? AND "available_at" < ${NOW_PLUS[backend](0)}`,
+            [id],
+          )
+        ).length === 1,
       10_000,
       'the lease to run out',
     );

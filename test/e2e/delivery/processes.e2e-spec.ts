@@ -16,7 +16,9 @@ class LocalHandler {
 
 async function createLog(app: TestApp) {
   await app.dataSource.query(
-    app.sql(`CREATE TABLE "${app.table}_log" ("event_id" varchar(36) NOT NULL, "attempt" integer NOT NULL, "pid" integer NOT NULL)`),
+    app.sql(
+      `CREATE TABLE "${app.table}_log" ("event_id" varchar(36) NOT NULL, "attempt" integer NOT NULL, "pid" integer NOT NULL)`,
+    ),
   );
 }
 
@@ -86,7 +88,14 @@ describe.each(backends())('a worker process killed with SIGKILL on %s', (backend
 /** Starts `count` worker processes on the app's table and waits until each is polling. */
 async function startWorkers(app: TestApp, count: number, worker: Record<string, number>, holdMs = 0) {
   const workers = Array.from({ length: count }, () =>
-    startWorkerProcess({ backend: app.backend, table: app.table, sqlitePath: app.sqlitePath, mode: 'record', worker, holdMs }),
+    startWorkerProcess({
+      backend: app.backend,
+      table: app.table,
+      sqlitePath: app.sqlitePath,
+      mode: 'record',
+      worker,
+      holdMs,
+    }),
   );
   children.push(...workers);
   await Promise.all(workers.map((w) => w.waitFor(/^READY$/)));
@@ -104,7 +113,10 @@ async function publishItems(app: TestApp, total: number, chunk: number): Promise
     const results = await app.txHost.withTransaction(async () => {
       await app.txHost.tx.query(app.sql(`SELECT count(*) AS n FROM "${app.table}"`));
       return app.outbox.publishMany(
-        Array.from({ length: Math.min(chunk, total - start) }, (_, i) => ({ topic: 'work.item', payload: { n: start + i } })),
+        Array.from({ length: Math.min(chunk, total - start) }, (_, i) => ({
+          topic: 'work.item',
+          payload: { n: start + i },
+        })),
       );
     });
     ids.push(...results.map((r) => r.id));
@@ -136,7 +148,12 @@ describeEachServer('competing worker processes on %s', (backend) => {
     await createLog(app);
     // All polling before the first event exists, so none drains everything alone; the producer keeps
     // inserting while the claims run.
-    const workers = await startWorkers(app, 4, { pollIntervalMs: 20, batchSize: 100, concurrency: 10, leaseMs: 30_000 });
+    const workers = await startWorkers(app, 4, {
+      pollIntervalMs: 20,
+      batchSize: 100,
+      concurrency: 10,
+      leaseMs: 30_000,
+    });
     const ids = await publishItems(app, 5000, 250);
     await eventually(async () => (await app.outbox.counts()).delivered === ids.length, 80_000, 'all delivered');
     await auditExactlyOnce(app, ids, 4);
@@ -154,7 +171,12 @@ describe.each(sqliteBackends())('two worker processes sharing one SQLite file (%
     // Writes to one file are serialised, and a process waiting for the lock backs off while the other
     // takes it again at once: with handlers that cost nothing, one process can claim every batch. Each
     // handler takes 5 ms, so a batch keeps its process busy, not the lock, and the other claims the next.
-    const workers = await startWorkers(app, 2, { pollIntervalMs: 20, batchSize: 50, concurrency: 10, leaseMs: 30_000 }, 5);
+    const workers = await startWorkers(
+      app,
+      2,
+      { pollIntervalMs: 20, batchSize: 50, concurrency: 10, leaseMs: 30_000 },
+      5,
+    );
     // This process's transactions write the same file the workers claim from.
     const ids = await publishItems(app, 2000, 100);
     await eventually(async () => (await app.outbox.counts()).delivered === ids.length, 60_000, 'all delivered');

@@ -65,12 +65,19 @@ describe.each(backends())('retention on %s', (backend) => {
 
   const setProcessedAt = (app: TestApp, ids: string[], minutes: number) =>
     app.raw.query(
-      app.sql(`UPDATE "${app.table}" SET "processed_at" = ${minutesAgo(backend, minutes)} WHERE "id" IN (${ids.map(() => '?').join(', ')})`),
+      app.sql(
+        `UPDATE "${app.table}" SET "processed_at" = ${minutesAgo(backend, minutes)} WHERE "id" IN (${ids.map(() => '?').join(', ')})`,
+      ),
       ids,
     );
 
   /** Finished rows written directly, `minutes` old, as many as `count`. */
-  async function insertFinished(app: TestApp, status: 'delivered' | 'dead', minutes: number, count: number): Promise<string[]> {
+  async function insertFinished(
+    app: TestApp,
+    status: 'delivered' | 'dead',
+    minutes: number,
+    count: number,
+  ): Promise<string[]> {
     const ids = Array.from({ length: count }, () => randomUUID());
     const at = minutesAgo(backend, minutes);
     const values = ids.map(() => `(?, 'kept', '{}', '{}', '${status}', 1, ${at}, '[]', ${at}, ${at})`).join(', ');
@@ -105,7 +112,9 @@ describe.each(backends())('retention on %s', (backend) => {
       ]),
     );
     await app.raw.query(
-      app.sql(`UPDATE "${app.table}" SET "claim_token" = ?, "available_at" = ${minutesAgo(backend, -30)} WHERE "id" = ?`),
+      app.sql(
+        `UPDATE "${app.table}" SET "claim_token" = ?, "available_at" = ${minutesAgo(backend, -30)} WHERE "id" = ?`,
+      ),
       [randomUUID(), inFlight.id],
     );
     // On either side of the hour by the database's clock; the unfinished rows carry an old time too,
@@ -127,7 +136,8 @@ describe.each(backends())('retention on %s', (backend) => {
 
   it('ends the dedupe window of a key with its row: published again after retention, it is a new event', async () => {
     const app = await start({ outbox: { retention: { deliveredMs: HOUR_MS } } });
-    const publish = () => app.txHost.withTransaction(() => app.outbox.publish('kept', { n: 1 }, { dedupeKey: 'order-7' }));
+    const publish = () =>
+      app.txHost.withTransaction(() => app.outbox.publish('kept', { n: 1 }, { dedupeKey: 'order-7' }));
     const first = await publish();
     expect(await publish()).toEqual({ id: first.id, inserted: false });
     await app.worker.drain();
@@ -198,8 +208,14 @@ describe.each(backends())('retention on %s', (backend) => {
   });
 
   it('runs beside a worker claiming and acknowledging on the same table, each finishing its own work', async () => {
-    const app = await start({ outbox: { worker: { batchSize: 20 }, retention: { deliveredMs: HOUR_MS, batchSize: 50 } } });
-    const purger = await start({ table: app.table, sqlitePath: app.sqlitePath, outbox: { retention: { deliveredMs: HOUR_MS, batchSize: 50 } } });
+    const app = await start({
+      outbox: { worker: { batchSize: 20 }, retention: { deliveredMs: HOUR_MS, batchSize: 50 } },
+    });
+    const purger = await start({
+      table: app.table,
+      sqlitePath: app.sqlitePath,
+      outbox: { retention: { deliveredMs: HOUR_MS, batchSize: 50 } },
+    });
     await insertFinished(app, 'delivered', 120, 1500);
     const published = await app.txHost.withTransaction(() =>
       app.outbox.publishMany(Array.from({ length: 300 }, (_, n) => ({ topic: 'kept', payload: { n } }))),
@@ -244,18 +260,29 @@ describe.each(backends())('retention on %s', (backend) => {
     const store = app.module.get<OutboxStore>(OUTBOX_STORE);
     const index = `${app.table}_retention_idx`;
     for (const status of ['delivered', 'dead'] as const) {
-      const { sql, params } = store.dialect.purgeSelection(store.table, { status, olderThanMs: HOUR_MS, batchSize: 1000 });
+      const { sql, params } = store.dialect.purgeSelection(store.table, {
+        status,
+        olderThanMs: HOUR_MS,
+        batchSize: 1000,
+      });
       if (backend === 'postgres') {
-        const plan = (await app.raw.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params)).map((r) => r['QUERY PLAN']).join('\n');
+        const plan = (await app.raw.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params))
+          .map((r) => r['QUERY PLAN'])
+          .join('\n');
         expect(plan).toMatch(new RegExp(`Index (Only )?Scan using ${index}`));
         expect(plan).not.toMatch(/Seq Scan|Sort/);
       } else if (backend === 'mariadb') {
-        const [row] = await app.raw.query<{ type: string; key: string; Extra: string | null }>(`EXPLAIN ${sql}`, params);
+        const [row] = await app.raw.query<{ type: string; key: string; Extra: string | null }>(
+          `EXPLAIN ${sql}`,
+          params,
+        );
         expect(row.key).toBe(index);
         expect(row.type).toBe('range');
         expect(row.Extra ?? '').not.toMatch(/filesort/i);
       } else {
-        const plan = (await app.raw.query<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, params)).map((r) => r.detail).join('\n');
+        const plan = (await app.raw.query<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, params))
+          .map((r) => r.detail)
+          .join('\n');
         expect(plan).toMatch(new RegExp(`USING (COVERING )?INDEX ${index}`));
         expect(plan).not.toMatch(/SCAN|TEMP B-TREE/);
       }
@@ -269,18 +296,28 @@ describe.each(backends())('retention on %s', (backend) => {
   it('runs on the worker’s schedule, and logs the pass', async () => {
     const app = await start({
       withSchedule: true,
-      outbox: { worker: { enabled: true, pollIntervalMs: 60_000 }, retention: { deliveredMs: HOUR_MS, intervalMs: 1000 } },
+      outbox: {
+        worker: { enabled: true, pollIntervalMs: 60_000 },
+        retention: { deliveredMs: HOUR_MS, intervalMs: 1000 },
+      },
     });
     expect(app.module.get(SchedulerRegistry).getIntervals()).toContain(`outbox-retention:${app.table}`);
     await insertFinished(app, 'delivered', 90, 4);
-    await eventually(() => app.logger.matching(/^Retention deleted 4 delivered and 0 dead/).length > 0, 20_000, 'the scheduled pass');
+    await eventually(
+      () => app.logger.matching(/^Retention deleted 4 delivered and 0 dead/).length > 0,
+      20_000,
+      'the scheduled pass',
+    );
     expect(await idsLeft(app)).toEqual([]);
     await app.close();
     expect(app.module.get(SchedulerRegistry).getIntervals()).not.toContain(`outbox-retention:${app.table}`);
   });
 
   it('schedules nothing with retention: false, where purge() says retention is off', async () => {
-    const app = await start({ withSchedule: true, outbox: { worker: { enabled: true, pollIntervalMs: 60_000 }, retention: false } });
+    const app = await start({
+      withSchedule: true,
+      outbox: { worker: { enabled: true, pollIntervalMs: 60_000 }, retention: false },
+    });
     const intervals = app.module.get(SchedulerRegistry).getIntervals();
     expect(intervals).toContain(`outbox-worker:${app.table}`);
     expect(intervals).not.toContain(`outbox-retention:${app.table}`);

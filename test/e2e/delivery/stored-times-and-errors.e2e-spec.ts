@@ -22,7 +22,9 @@ class Upstream {
 class Garbled {
   @OutboxHandler('garbled')
   handle() {
-    throw new Error(`Unexpected token '\u0000', "\u001f\u008b\b\u0000" is not valid JSON; cut \ud83d; ${'x'.repeat(1_000_000)}`);
+    throw new Error(
+      `Unexpected token '\u0000', "\u001f\u008b\b\u0000" is not valid JSON; cut \ud83d; ${'x'.repeat(1_000_000)}`,
+    );
   }
 }
 
@@ -93,7 +95,11 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
     const [row] = await outboxRows(app);
     expect(row).toMatchObject({ id, status: 'pending', attempts: 1, claim_token: null, expired_attempts: 0 });
     const error = String(row.last_error);
-    expect(error.startsWith(`Garbled.handle: Error: Unexpected token '\\u0000', "\u001f\u008b\b\\u0000" is not valid JSON; cut \ufffd; xxx`)).toBe(true);
+    expect(
+      error.startsWith(
+        `Garbled.handle: Error: Unexpected token '\\u0000', "\u001f\u008b\b\\u0000" is not valid JSON; cut \ufffd; xxx`,
+      ),
+    ).toBe(true);
     expect(error).toHaveLength(4000);
     // Retried after its backoff, not after a lease: the failure was written.
     expect(instant(row.available_at) - instant(row.created_at)).toBeGreaterThan(1000);
@@ -127,7 +133,10 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
     expect(await app.worker.drain()).toMatchObject({ deadLettered: 1 });
     const [dead] = await outboxRows(app);
     expect(dead).toMatchObject({ status: 'dead', attempts: 2 });
-    expect(dead).toMatchObject({ last_error: null, note: 'attempt 2 of 2 ended without a recorded outcome, and no attempt is left' });
+    expect(dead).toMatchObject({
+      last_error: null,
+      note: 'attempt 2 of 2 ended without a recorded outcome, and no attempt is left',
+    });
   });
 
   it('keeps the real error of an attempt when the next one outlives its lease, and notes the expiry apart', async () => {
@@ -148,7 +157,11 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
       note: expect.stringMatching(/^attempt 2 of 2 did not finish before its lease expired/) as string,
     });
     expect(Number(dead.expired_attempts)).toBe(1);
-    expect(app.logger.matching(/attempt 2 of 2 did not finish .*; last error: Upstream.handle: Error: upstream answered 503$/)).toHaveLength(1);
+    expect(
+      app.logger.matching(
+        /attempt 2 of 2 did not finish .*; last error: Upstream.handle: Error: upstream answered 503$/,
+      ),
+    ).toHaveLength(1);
   });
 });
 
@@ -194,7 +207,9 @@ onMariadb('stored times on MariaDB', ({ admin, disposeAfter }) => {
     it('claims the same events from a worker process whose TZ is America/New_York', async () => {
       app = disposeAfter(await createTestApp({ backend: 'mariadb' }));
       await app.dataSource.query(
-        app.sql(`CREATE TABLE "${app.table}_log" ("event_id" varchar(36) NOT NULL, "attempt" integer NOT NULL, "pid" integer NOT NULL)`),
+        app.sql(
+          `CREATE TABLE "${app.table}_log" ("event_id" varchar(36) NOT NULL, "attempt" integer NOT NULL, "pid" integer NOT NULL)`,
+        ),
       );
       const { published } = await publishAll('work.item'); // the worker process's topic
       const child = startWorkerProcess(
@@ -203,10 +218,14 @@ onMariadb('stored times on MariaDB', ({ admin, disposeAfter }) => {
       );
       try {
         await child.waitFor(/^READY$/);
-        const log = await eventually(async () => {
-          const rows = await app.raw.query<{ event_id: string }>(`SELECT "event_id" FROM "${app.table}_log"`);
-          return rows.length >= 2 ? rows : undefined;
-        }, 20_000, 'two deliveries');
+        const log = await eventually(
+          async () => {
+            const rows = await app.raw.query<{ event_id: string }>(`SELECT "event_id" FROM "${app.table}_log"`);
+            return rows.length >= 2 ? rows : undefined;
+          },
+          20_000,
+          'two deliveries',
+        );
         // Claimed in one batch with whatever else looked due: had the zone leaked, the delayed and
         // future events would have come along.
         expect(log.map((r) => r.event_id).sort()).toEqual([published.now.id, published.past.id].sort());

@@ -15,8 +15,7 @@ class Recorder {
   }
 }
 
-const UNDECODABLE =
-  /^the stored row cannot be decoded \(SyntaxError: [^)]+\); it was dead-lettered without delivery$/;
+const UNDECODABLE = /^the stored row cannot be decoded \(SyntaxError: [^)]+\); it was dead-lettered without delivery$/;
 
 /**
  * Makes a stored row's headers undecodable, the way each database can hold it. SQLite and MariaDB keep
@@ -43,7 +42,9 @@ async function expectBadRowAloneDeadLettered(app: TestApp, badId: string, goodId
   expect(bad).toMatchObject({ status: 'dead', claim_token: null });
   expect(bad.last_error).toMatch(UNDECODABLE);
   expect(await app.outbox.counts()).toMatchObject({ inFlight: 0, pending: 0, delivered: 3, dead: 1 });
-  expect(app.logger.matching(new RegExp(`^Dead-lettered outbox event ${badId}: the stored row cannot be decoded`))).toHaveLength(1);
+  expect(
+    app.logger.matching(new RegExp(`^Dead-lettered outbox event ${badId}: the stored row cannot be decoded`)),
+  ).toHaveLength(1);
 }
 
 describe.each(backends())('a claimed row that cannot be decoded on %s', (backend: BackendName) => {

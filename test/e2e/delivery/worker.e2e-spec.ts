@@ -2,7 +2,13 @@ import { Injectable } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { runInNewContext } from 'node:vm';
 import type { Logger as TypeOrmLogger } from 'typeorm';
-import { OutboxHandler, OutboxHandlerTimeoutError, OutboxNonRetryableError, OutboxRetryLaterError, type OutboxMessage } from '../../../lib';
+import {
+  OutboxHandler,
+  OutboxHandlerTimeoutError,
+  OutboxNonRetryableError,
+  OutboxRetryLaterError,
+  type OutboxMessage,
+} from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, type BackendName, rawDb } from '../../fixtures/backends';
@@ -252,8 +258,12 @@ describe.each(backends())('worker on %s', (backend) => {
     expect(stored).toMatchObject({ status: 'dead', attempts: 3, claim_token: null });
     expect(stored.last_error).toMatch(/alwaysFails: Error: boom 3/);
     expect(stored.processed_at).not.toBeNull();
-    expect(app.logger.matching(new RegExp(`Dead-lettered outbox event ${id} \\(always.fails\\) after attempt 3`))).toHaveLength(1);
-    expect(app.logger.matching(/attempt [12] of 3 failed; retrying in \d+ ms or later: Handlers.alwaysFails: Error: boom/)).toHaveLength(2);
+    expect(
+      app.logger.matching(new RegExp(`Dead-lettered outbox event ${id} \\(always.fails\\) after attempt 3`)),
+    ).toHaveLength(1);
+    expect(
+      app.logger.matching(/attempt [12] of 3 failed; retrying in \d+ ms or later: Handlers.alwaysFails: Error: boom/),
+    ).toHaveLength(2);
   });
 
   it('waits out the backoff by the database clock', async () => {
@@ -332,7 +342,13 @@ describe.each(backends())('worker on %s', (backend) => {
       await start({ retry: { maxAttempts: 1 } });
       b.reject = value;
       const { id } = await publish('rejects');
-      expect(await app.worker.drain()).toEqual({ delivered: 0, failed: 0, deadLettered: 1, released: 0, lostLeases: 0 });
+      expect(await app.worker.drain()).toEqual({
+        delivered: 0,
+        failed: 0,
+        deadLettered: 1,
+        released: 0,
+        lostLeases: 0,
+      });
       expect((await row(id)).last_error).toBe(`Handlers.rejects: ${text}`);
     });
 
@@ -342,14 +358,19 @@ describe.each(backends())('worker on %s', (backend) => {
       const never = await publish('retry.later', { afterMs: 30 * 86_400_000 });
       expect(await app.worker.drain()).toMatchObject({ failed: 2, deadLettered: 0 });
       const dueInMs = async (id: string) => {
-        const [{ ms }] = await app.raw.query<{ ms: number }>(`SELECT ${DUE_IN_MS[backend]} AS ms FROM "${app.table}" WHERE "id" = ?`, [id]);
+        const [{ ms }] = await app.raw.query<{ ms: number }>(
+          `SELECT ${DUE_IN_MS[backend]} AS ms FROM "${app.table}" WHERE "id" = ?`,
+          [id],
+        );
         return Number(ms);
       };
       expect(await dueInMs(soon.id)).toBeGreaterThan(100_000);
       expect(await dueInMs(soon.id)).toBeLessThan(120_001);
       expect(await dueInMs(never.id)).toBeGreaterThan(86_400_000 - 20_000);
       expect(await dueInMs(never.id)).toBeLessThan(86_400_001);
-      expect(app.logger.matching(/attempt 1 of 5 failed; retrying in 120000 ms or later: Handlers.retryLater: /)).toHaveLength(1);
+      expect(
+        app.logger.matching(/attempt 1 of 5 failed; retrying in 120000 ms or later: Handlers.retryLater: /),
+      ).toHaveLength(1);
       expect(app.logger.matching(/attempt 1 of 5 failed; retrying in 86400000 ms or later/)).toHaveLength(1);
     });
   });
@@ -373,7 +394,10 @@ describe.each(backends())('worker on %s', (backend) => {
     const signal = await b.readSignal.promise;
     expect(signal.aborted).toBe(true);
     expect(signal.reason).toBeInstanceOf(OutboxHandlerTimeoutError);
-    expect(signal.reason).toMatchObject({ timeoutMs: 50, message: 'handler did not finish within its timeout of 50 ms' });
+    expect(signal.reason).toMatchObject({
+      timeoutMs: 50,
+      message: 'handler did not finish within its timeout of 50 ms',
+    });
   });
 
   it('counts the attempt at claim: an abandoned claim is retried with attempt 2 after its lease', async () => {
@@ -453,8 +477,11 @@ describe.each(backends())('worker on %s', (backend) => {
       expect((await row(id)).note).toMatch(/^attempt 1 of 3 did not finish before its lease expired/);
       expect(await row(id)).toMatchObject({ last_error: null, last_expired_attempt: 1 });
     }
-    for (const { id } of fresh) expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, last_error: null });
-    expect(app.logger.matching(/: attempt 1 did not finish before its lease expired; running attempt 2 alone$/)).toHaveLength(3);
+    for (const { id } of fresh)
+      expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, last_error: null });
+    expect(
+      app.logger.matching(/: attempt 1 did not finish before its lease expired; running attempt 2 alone$/),
+    ).toHaveLength(3);
   });
 
   describe('a lease that ran out while the process stalled', () => {
@@ -463,7 +490,13 @@ describe.each(backends())('worker on %s', (backend) => {
       await start({ worker: { leaseMs: 1000 } });
       b.stallMs = 1500;
       const { id } = await publish('stalls');
-      expect(await app.worker.drain()).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+      expect(await app.worker.drain()).toEqual({
+        delivered: 1,
+        failed: 0,
+        deadLettered: 0,
+        released: 0,
+        lostLeases: 0,
+      });
       expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 1, expired_attempts: 0, note: null });
       expect(app.logger.matching(/rejected/)).toEqual([]);
     });
@@ -474,12 +507,15 @@ describe.each(backends())('worker on %s', (backend) => {
      */
     const takenMeanwhile = (thenThrow: boolean) => {
       let calls = 0;
-      const expire = (id: string) => app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${PAST[backend]} WHERE "id" = ?`, [id]);
+      const expire = (id: string) =>
+        app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${PAST[backend]} WHERE "id" = ?`, [id]);
       b.sabotage = async () => {
         calls++;
         b.sabotageThenThrow = thenThrow && calls === 1;
         if (calls > 1) return;
-        const [{ id }] = await app.raw.query<{ id: string }>(`SELECT "id" FROM "${app.table}" WHERE "topic" = 'sabotage'`);
+        const [{ id }] = await app.raw.query<{ id: string }>(
+          `SELECT "id" FROM "${app.table}" WHERE "topic" = 'sabotage'`,
+        );
         await expire(id);
         const other = await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 5 });
         expect(other.events.map((e) => e.id)).toEqual([id]);
@@ -492,8 +528,18 @@ describe.each(backends())('worker on %s', (backend) => {
       await start({ worker: { leaseMs: 1000 }, retry: { maxAttempts: 5, initialDelayMs: 0, maxDelayMs: 0 } });
       takenMeanwhile(false);
       const { id } = await publish('sabotage');
-      expect(await app.worker.drain()).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 1 });
-      expect(app.logger.matching(/^Outbox acknowledgement of 1 of 1 event\(s\) rejected: their lease expired and another claim took/)).toHaveLength(1);
+      expect(await app.worker.drain()).toEqual({
+        delivered: 1,
+        failed: 0,
+        deadLettered: 0,
+        released: 0,
+        lostLeases: 1,
+      });
+      expect(
+        app.logger.matching(
+          /^Outbox acknowledgement of 1 of 1 event\(s\) rejected: their lease expired and another claim took/,
+        ),
+      ).toHaveLength(1);
       expect(await row(id)).toMatchObject({ status: 'delivered', attempts: 3 });
     });
 
@@ -501,8 +547,18 @@ describe.each(backends())('worker on %s', (backend) => {
       await start({ worker: { leaseMs: 1000 }, retry: { maxAttempts: 5, initialDelayMs: 0, maxDelayMs: 0 } });
       takenMeanwhile(true);
       const { id } = await publish('sabotage');
-      expect(await app.worker.drain()).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 1 });
-      expect(app.logger.matching(new RegExp(`^Outbox failure of event ${id} rejected: its lease expired and another claim took it`))).toHaveLength(1);
+      expect(await app.worker.drain()).toEqual({
+        delivered: 1,
+        failed: 0,
+        deadLettered: 0,
+        released: 0,
+        lostLeases: 1,
+      });
+      expect(
+        app.logger.matching(
+          new RegExp(`^Outbox failure of event ${id} rejected: its lease expired and another claim took it`),
+        ),
+      ).toHaveLength(1);
       const stored = await row(id);
       expect(stored).toMatchObject({ status: 'delivered', attempts: 3 });
       // The rejected failure wrote nothing: no error, only the claims' notes of the expired attempts.
@@ -513,7 +569,10 @@ describe.each(backends())('worker on %s', (backend) => {
 
   it('counts the suspects it could not give back as lost leases, when another claim took them while the process stalled', async () => {
     // Without renewal: with it, a renewal may find the third one's lease lost before its start is refused.
-    await start({ worker: { leaseMs: 1000, concurrency: 10, renewLease: false }, retry: { maxAttempts: 10, initialDelayMs: 0, maxDelayMs: 0 } });
+    await start({
+      worker: { leaseMs: 1000, concurrency: 10, renewLease: false },
+      retry: { maxAttempts: 10, initialDelayMs: 0, maxDelayMs: 0 },
+    });
     const cut = await app.txHost.withTransaction(() =>
       app.outbox.publishMany([1, 2, 3].map((n) => ({ topic: 'plain', payload: { n } }))),
     );
@@ -529,7 +588,8 @@ describe.each(backends())('worker on %s', (backend) => {
       if (!stalled) {
         stalled = true;
         stall(1100);
-        const expireAll = () => app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${PAST[backend]} WHERE "status" = 'pending'`);
+        const expireAll = () =>
+          app.raw.query(`UPDATE "${app.table}" SET "available_at" = ${PAST[backend]} WHERE "status" = 'pending'`);
         await expireAll();
         expect((await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 10 })).events).toHaveLength(3);
         await expireAll();
@@ -548,16 +608,34 @@ describe.each(backends())('worker on %s', (backend) => {
     it('a claim: logged, and the drain ends with nothing done', async () => {
       await start();
       await dropOutbox();
-      expect(await app.worker.drain()).toEqual({ delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
-      expect(app.logger.matching(/^Outbox claim failed; will retry at the next poll: QueryFailedError: /)).toHaveLength(1);
+      expect(await app.worker.drain()).toEqual({
+        delivered: 0,
+        failed: 0,
+        deadLettered: 0,
+        released: 0,
+        lostLeases: 0,
+      });
+      expect(app.logger.matching(/^Outbox claim failed; will retry at the next poll: QueryFailedError: /)).toHaveLength(
+        1,
+      );
     });
 
     it('an acknowledgement: logged with the event, left to the lease', async () => {
       await start();
       b.sabotage = dropOutbox;
       const { id } = await publish('sabotage');
-      expect(await app.worker.drain()).toEqual({ delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
-      expect(app.logger.matching(new RegExp(`^Outbox acknowledgement of event ${id} failed; its lease will expire: QueryFailedError: `))).toHaveLength(1);
+      expect(await app.worker.drain()).toEqual({
+        delivered: 0,
+        failed: 0,
+        deadLettered: 0,
+        released: 0,
+        lostLeases: 0,
+      });
+      expect(
+        app.logger.matching(
+          new RegExp(`^Outbox acknowledgement of event ${id} failed; its lease will expire: QueryFailedError: `),
+        ),
+      ).toHaveLength(1);
     });
 
     it('a failure: logged with the event, left to the lease', async () => {
@@ -566,12 +644,24 @@ describe.each(backends())('worker on %s', (backend) => {
       b.sabotageThenThrow = true;
       const { id } = await publish('sabotage');
       // A database error is not a lost lease: nothing is counted, for a failure as for an acknowledgement.
-      expect(await app.worker.drain()).toEqual({ delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
-      expect(app.logger.matching(new RegExp(`^Outbox failure of event ${id} failed; its lease will expire: QueryFailedError: `))).toHaveLength(1);
+      expect(await app.worker.drain()).toEqual({
+        delivered: 0,
+        failed: 0,
+        deadLettered: 0,
+        released: 0,
+        lostLeases: 0,
+      });
+      expect(
+        app.logger.matching(
+          new RegExp(`^Outbox failure of event ${id} failed; its lease will expire: QueryFailedError: `),
+        ),
+      ).toHaveLength(1);
     });
 
     it('a release: logged with the event, not counted', async () => {
-      await start({ worker: { leaseMs: 1000, handlerTimeoutMs: 500, concurrency: 1, batchSize: 2, renewLease: false } });
+      await start({
+        worker: { leaseMs: 1000, handlerTimeoutMs: 500, concurrency: 1, batchSize: 2, renewLease: false },
+      });
       // The first handler drops the table and uses 450 ms of the 1 s lease: the second event cannot fit
       // its 500 ms timeout in what is left, and its release meets the missing table.
       b.sabotage = async () => {
@@ -579,9 +669,19 @@ describe.each(backends())('worker on %s', (backend) => {
         await dropOutbox();
         await new Promise((resolve) => setTimeout(resolve, 450));
       };
-      await app.txHost.withTransaction(() => app.outbox.publishMany([1, 2].map((n) => ({ topic: 'sabotage', payload: { n } }))));
-      expect(await app.worker.drain()).toEqual({ delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
-      expect(app.logger.matching(/^Outbox release of event \S+ failed; its lease will expire: \w+Error: /)).toHaveLength(1);
+      await app.txHost.withTransaction(() =>
+        app.outbox.publishMany([1, 2].map((n) => ({ topic: 'sabotage', payload: { n } }))),
+      );
+      expect(await app.worker.drain()).toEqual({
+        delivered: 0,
+        failed: 0,
+        deadLettered: 0,
+        released: 0,
+        lostLeases: 0,
+      });
+      expect(
+        app.logger.matching(/^Outbox release of event \S+ failed; its lease will expire: \w+Error: /),
+      ).toHaveLength(1);
     });
   });
 
@@ -673,7 +773,9 @@ describe.each(backends())('worker on %s', (backend) => {
   it('acknowledges the successes of a slow batch while the batch still runs', async () => {
     await start({ worker: { batchSize: 3, concurrency: 1 } });
     // One at a time: a quick one, one whose work outlasts the 250 ms flush interval, one held open.
-    await app.txHost.withTransaction(() => app.outbox.publishMany([1, 2, 3].map((n) => ({ topic: 'paced', payload: { n } }))));
+    await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([1, 2, 3].map((n) => ({ topic: 'paced', payload: { n } }))),
+    );
     const draining = app.worker.drain();
     await eventually(() => b.paced.length === 3, 10_000, 'the third handler running');
     const [quick, slow, held] = b.paced;
@@ -850,11 +952,12 @@ onMariadb('the worker’s writes under InnoDB row locks on MariaDB', ({ admin, d
         await eventually(() => settled, 10_000, 'the write to finish while the producer transaction is open');
         await done;
       }
-      expect((await outboxRows(app)).filter((r) => ids.includes(String(r.id))).map((r) => r.status).sort()).toEqual([
-        ...Array<string>(10).fill('delivered'),
-        'pending',
-        'pending',
-      ]);
+      expect(
+        (await outboxRows(app))
+          .filter((r) => ids.includes(String(r.id)))
+          .map((r) => r.status)
+          .sort(),
+      ).toEqual([...Array<string>(10).fill('delivered'), 'pending', 'pending']);
     } finally {
       await producer.query('ROLLBACK');
       await producer.close();

@@ -127,7 +127,13 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       attempt: 1,
       durationMs: expect.any(Number) as number,
     });
-    expect(delivered).toEqual({ type: 'delivered', at: expect.any(Date) as Date, id: first.id, topic: 'ok', attempt: 1 });
+    expect(delivered).toEqual({
+      type: 'delivered',
+      at: expect.any(Date) as Date,
+      id: first.id,
+      topic: 'ok',
+      attempt: 1,
+    });
     const [row] = (await outboxRows(app)).filter((r) => r.id === first.id);
     expect(row.status).toBe('delivered');
   });
@@ -150,7 +156,13 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       durationMs: expect.any(Number) as number,
       error: 'Error: boom',
     });
-    expect(retry).toMatchObject({ type: 'retry.scheduled', id, topic: 'flaky', attempt: 1, error: 'Handlers.flaky: Error: boom' });
+    expect(retry).toMatchObject({
+      type: 'retry.scheduled',
+      id,
+      topic: 'flaky',
+      attempt: 1,
+      error: 'Handlers.flaky: Error: boom',
+    });
     if (retry.type !== 'retry.scheduled') throw new Error('unreachable');
     expect(retry.delayMs).toBeGreaterThanOrEqual(0);
     expect(retry.delayMs).toBeLessThanOrEqual(60_000);
@@ -199,7 +211,9 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       );
     // The lease runs out, another worker claims the event (its last attempt) and dies at once.
     await expire();
-    const other = await app.module.get<OutboxStore>(OUTBOX_STORE).claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 2 });
+    const other = await app.module
+      .get<OutboxStore>(OUTBOX_STORE)
+      .claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 2 });
     expect(other.events.map((e) => e.id)).toEqual([id]);
     await expire();
     handlers.slowGate.resolve();
@@ -207,8 +221,18 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     expect(result).toMatchObject({ delivered: 0, lostLeases: 1, deadLettered: 1 });
 
     expect(recorder.trail(id)).toEqual(['published', 'claimed', 'handler.succeeded', 'lease.lost', 'dead-lettered']);
-    expect(recorder.about(id)[3]).toEqual({ type: 'lease.lost', at: expect.any(Date) as Date, ids: [id], count: 1, what: 'acknowledge' });
-    expect(recorder.about(id)[4]).toMatchObject({ type: 'dead-lettered', reason: 'attempts-exhausted-at-claim', attempt: 2 });
+    expect(recorder.about(id)[3]).toEqual({
+      type: 'lease.lost',
+      at: expect.any(Date) as Date,
+      ids: [id],
+      count: 1,
+      what: 'acknowledge',
+    });
+    expect(recorder.about(id)[4]).toMatchObject({
+      type: 'dead-lettered',
+      reason: 'attempts-exhausted-at-claim',
+      attempt: 2,
+    });
   });
 
   it('a graceful shutdown: the unstarted events are released, uncounted, why shutdown; worker.started and worker.stopped', async () => {
@@ -234,10 +258,17 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     const [running] = handlers.slowIds;
     expect(handlers.slowIds).toHaveLength(1);
     const released = recorder.only('released');
-    expect(released.flatMap((r) => r.ids).sort()).toEqual(published.map((p) => p.id).filter((id) => id !== running).sort());
+    expect(released.flatMap((r) => r.ids).sort()).toEqual(
+      published
+        .map((p) => p.id)
+        .filter((id) => id !== running)
+        .sort(),
+    );
     for (const r of released) expect(r).toMatchObject({ uncounted: true, why: 'shutdown' });
     expect(recorder.trail(running)).toEqual(['published', 'claimed', 'handler.succeeded', 'delivered']);
-    expect(recorder.only('worker.stopped')).toEqual([{ type: 'worker.stopped', at: expect.any(Date) as Date, timedOut: false }]);
+    expect(recorder.only('worker.stopped')).toEqual([
+      { type: 'worker.stopped', at: expect.any(Date) as Date, timedOut: false },
+    ]);
     expect(recorder.seen[recorder.seen.length - 1].type).toBe('worker.stopped');
   });
 
@@ -254,7 +285,13 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     const [running] = handlers.slowIds;
     const unstarted = published.map((p) => p.id).filter((id) => id !== running);
     const released = recorder.only('released');
-    expect(released).toContainEqual({ type: 'released', at: expect.any(Date) as Date, ids: [running], uncounted: false, why: 'shutdown' });
+    expect(released).toContainEqual({
+      type: 'released',
+      at: expect.any(Date) as Date,
+      ids: [running],
+      uncounted: false,
+      why: 'shutdown',
+    });
     expect(released).toContainEqual({
       type: 'released',
       at: expect.any(Date) as Date,
@@ -289,7 +326,9 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     } finally {
       await runner.release();
     }
-    expect(recorder.only('published')).toEqual([{ type: 'published', at: expect.any(Date) as Date, ids: [kept], topics: ['ok'] }]);
+    expect(recorder.only('published')).toEqual([
+      { type: 'published', at: expect.any(Date) as Date, ids: [kept], topics: ['ok'] },
+    ]);
 
     const once = await app.txHost.withTransaction(() => app.outbox.publish('ok', {}, { dedupeKey: 'order-1' }));
     const again = await app.txHost.withTransaction(() => app.outbox.publish('ok', {}, { dedupeKey: 'order-1' }));
@@ -329,7 +368,8 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       const result = await app.worker.drain();
 
       expect(result).toEqual({ delivered: 3, failed: 1, deadLettered: 0, released: 0, lostLeases: 0 });
-      for (const { id } of ok) expect(recorder.trail(id)).toEqual(['published', 'claimed', 'handler.succeeded', 'delivered']);
+      for (const { id } of ok)
+        expect(recorder.trail(id)).toEqual(['published', 'claimed', 'handler.succeeded', 'delivered']);
       expect(recorder.trail(flaky.id)).toEqual(['published', 'claimed', 'handler.failed', 'retry.scheduled']);
       // The throwing subscriber was called for every event, not only the first.
       expect(throwingCalls).toBe(recorder.seen.length);
@@ -337,8 +377,14 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       expect(rows.map((r) => r.status).sort()).toEqual(['delivered', 'delivered', 'delivered', 'pending']);
 
       // Each failure was logged by the outbox; none reached RxJS's unhandled-error path.
-      await eventually(() => app.logger.matching(/async subscriber bug/).length === recorder.seen.length, 5_000, 'the rejections');
-      expect(app.logger.matching(/OutboxEvents subscriber failed.*Error: subscriber bug/)).toHaveLength(recorder.seen.length);
+      await eventually(
+        () => app.logger.matching(/async subscriber bug/).length === recorder.seen.length,
+        5_000,
+        'the rejections',
+      );
+      expect(app.logger.matching(/OutboxEvents subscriber failed.*Error: subscriber bug/)).toHaveLength(
+        recorder.seen.length,
+      );
       // The operator's error ended only its own subscription, once.
       expect(app.logger.matching(/operator bug/)).toHaveLength(1);
       expect(unhandled).toEqual([]);
@@ -347,7 +393,6 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     }
   });
 });
-
 
 describeOn('postgres')('lifecycle events of the PostgreSQL wake-up channel', () => {
   let app: TestApp;
@@ -367,7 +412,12 @@ describeOn('postgres')('lifecycle events of the PostgreSQL wake-up channel', () 
 
     const wakeUps = recorder.seen.filter((e) => e.type.startsWith('wake-up.'));
     expect(wakeUps).toEqual([
-      { type: 'wake-up.lost', at: expect.any(Date) as Date, side: 'listen', error: expect.stringMatching(/terminat|ended|Connection/i) as string },
+      {
+        type: 'wake-up.lost',
+        at: expect.any(Date) as Date,
+        side: 'listen',
+        error: expect.stringMatching(/terminat|ended|Connection/i) as string,
+      },
       { type: 'wake-up.restored', at: expect.any(Date) as Date, side: 'listen' },
     ]);
     expect(store.wakeUp!.listenerPid).not.toBe(killed);

@@ -129,7 +129,9 @@ describe.each(backends())('operations racing claims and retention on %s', (backe
         await app.worker.drain();
         // Dead an hour ago, so retention (deadMs: 1 s) may delete any of them.
         await app.raw.query(
-          app.sql(`UPDATE "${app.table}" SET "processed_at" = ${hourAgo(backend)} WHERE "id" IN (${ids.map(() => '?').join(', ')})`),
+          app.sql(
+            `UPDATE "${app.table}" SET "processed_at" = ${hourAgo(backend)} WHERE "id" IN (${ids.map(() => '?').join(', ')})`,
+          ),
           ids,
         );
         sink.healed = true;
@@ -156,7 +158,9 @@ describe.each(backends())('operations racing claims and retention on %s', (backe
         await app.worker.drain();
 
         const rows = await app.raw.query<{ id: string; status: string; redrive_count: number }>(
-          app.sql(`SELECT "id", "status", "redrive_count" FROM "${app.table}" WHERE "id" IN (${ids.map(() => '?').join(', ')})`),
+          app.sql(
+            `SELECT "id", "status", "redrive_count" FROM "${app.table}" WHERE "id" IN (${ids.map(() => '?').join(', ')})`,
+          ),
           ids,
         );
         const byId = new Map(rows.map((r) => [String(r.id), r]));
@@ -181,7 +185,9 @@ describe.each(backends())('operations racing claims and retention on %s', (backe
 
   const scheduled = async (count: number) => {
     const published = await app.txHost.withTransaction(() =>
-      app.outbox.publishMany(Array.from({ length: count }, (_, n) => ({ topic: 'race', payload: { n }, delayMs: HOUR_MS }))),
+      app.outbox.publishMany(
+        Array.from({ length: count }, (_, n) => ({ topic: 'race', payload: { n }, delayMs: HOUR_MS })),
+      ),
     );
     return published.map((p) => p.id);
   };
@@ -195,10 +201,14 @@ describe.each(backends())('operations racing claims and retention on %s', (backe
     if (isSqlite(backend)) return undefined;
     const holder = await rawDb(backend);
     await holder.query('BEGIN');
-    await holder.query(app.sql(`SELECT "id" FROM "${app.table}" WHERE "id" IN (${ids.map(() => '?').join(', ')}) FOR UPDATE`), ids);
+    await holder.query(
+      app.sql(`SELECT "id" FROM "${app.table}" WHERE "id" IN (${ids.map(() => '?').join(', ')}) FOR UPDATE`),
+      ids,
+    );
     return {
       /** Resolves once `calls` locking reads of the table wait for them. */
-      waitedOnBy: (calls: number) => eventually(async () => (await lockingReads(app)) === calls, 20_000, `${calls} locking read(s)`),
+      waitedOnBy: (calls: number) =>
+        eventually(async () => (await lockingReads(app)) === calls, 20_000, `${calls} locking read(s)`),
       release: () => holder.query('COMMIT'),
       close: () => holder.close(),
     };

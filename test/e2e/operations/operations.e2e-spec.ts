@@ -67,7 +67,11 @@ function transientError(backend: BackendName, sql: string): QueryFailedError {
     backend === 'postgres'
       ? { code: '40P01', message: 'deadlock detected' }
       : backend === 'mariadb'
-        ? { errno: 1213, code: 'ER_LOCK_DEADLOCK', message: 'Deadlock found when trying to get lock; try restarting transaction' }
+        ? {
+            errno: 1213,
+            code: 'ER_LOCK_DEADLOCK',
+            message: 'Deadlock found when trying to get lock; try restarting transaction',
+          }
         : { code: 'SQLITE_BUSY', message: 'database is locked' };
   return new QueryFailedError(sql, [], Object.assign(new Error(driverError.message), driverError));
 }
@@ -92,15 +96,19 @@ describe.each(backends())('operations on %s', (backend) => {
   });
   afterEach(() => app.dispose());
 
-  const publish = (items: Array<{ topic: string; payload: unknown; key?: string; dedupeKey?: string; delayMs?: number }>) =>
-    app.txHost.withTransaction(() => app.outbox.publishMany(items));
+  const publish = (
+    items: Array<{ topic: string; payload: unknown; key?: string; dedupeKey?: string; delayMs?: number }>,
+  ) => app.txHost.withTransaction(() => app.outbox.publishMany(items));
 
   const row = async (id: string) =>
-    (await app.raw.query(app.sql(`SELECT * FROM "${app.table}" WHERE "id" = ?`), [id]))[0] as Record<string, unknown> | undefined;
+    (await app.raw.query(app.sql(`SELECT * FROM "${app.table}" WHERE "id" = ?`), [id]))[0] as
+      Record<string, unknown> | undefined;
 
   const claimByAnotherWorker = (id: string) =>
     app.raw.query(
-      app.sql(`UPDATE "${app.table}" SET "claim_token" = ?, "attempts" = "attempts" + 1, "available_at" = ${minutesFromNow(backend, 30)} WHERE "id" = ?`),
+      app.sql(
+        `UPDATE "${app.table}" SET "claim_token" = ?, "attempts" = "attempts" + 1, "available_at" = ${minutesFromNow(backend, 30)} WHERE "id" = ?`,
+      ),
       [randomUUID(), id],
     );
 
@@ -134,12 +142,24 @@ describe.each(backends())('operations on %s', (backend) => {
   it('finds events by state, topic, pattern, key, dedupe key, id, error text and time, each with its state by the database clock', async () => {
     const e = await everyState();
     const all = await ops.find();
-    expect(ids(all.items)).toEqual([e.inFlight, e.due, e.scheduled, e.deadC, e.deadB, e.deadA, e.delivered].map((r) => r.id));
+    expect(ids(all.items)).toEqual(
+      [e.inFlight, e.due, e.scheduled, e.deadC, e.deadB, e.deadA, e.delivered].map((r) => r.id),
+    );
     expect(all.nextCursor).toBeNull();
     const byId = new Map(all.items.map((i) => [i.id, i]));
-    expect(byId.get(e.delivered.id)).toMatchObject({ status: 'delivered', state: 'delivered', attempts: 1, key: 'customer-1', payload: { n: 1 } });
+    expect(byId.get(e.delivered.id)).toMatchObject({
+      status: 'delivered',
+      state: 'delivered',
+      attempts: 1,
+      key: 'customer-1',
+      payload: { n: 1 },
+    });
     expect(byId.get(e.delivered.id)!.processedAt).toBeInstanceOf(Date);
-    expect(byId.get(e.deadA.id)).toMatchObject({ status: 'dead', state: 'dead', lastError: expect.stringContaining('order 41 not found') as string });
+    expect(byId.get(e.deadA.id)).toMatchObject({
+      status: 'dead',
+      state: 'dead',
+      lastError: expect.stringContaining('order 41 not found') as string,
+    });
     expect(byId.get(e.scheduled.id)).toMatchObject({ status: 'pending', state: 'scheduled', leaseExpiresAt: null });
     expect(byId.get(e.scheduled.id)!.dueAt!.getTime()).toBeGreaterThan(Date.now() + HOUR_MS / 2);
     expect(byId.get(e.due.id)).toMatchObject({ state: 'due', dedupeKey: 'order-6' });
@@ -149,7 +169,9 @@ describe.each(backends())('operations on %s', (backend) => {
     const find = async (filter: Parameters<OutboxOperations['find']>[0]) => ids((await ops.find(filter)).items).sort();
     expect(await find({ status: 'dead' })).toEqual([e.deadA, e.deadB, e.deadC].map((r) => r.id).sort());
     expect(await find({ status: 'pending' })).toEqual([e.scheduled, e.due].map((r) => r.id).sort());
-    expect(await find({ status: ['in_flight', 'delivered'] })).toEqual([e.inFlight, e.delivered].map((r) => r.id).sort());
+    expect(await find({ status: ['in_flight', 'delivered'] })).toEqual(
+      [e.inFlight, e.delivered].map((r) => r.id).sort(),
+    );
     expect(await find({ topic: 'payment.doomed' })).toEqual([e.deadC.id]);
     expect(await find({ topic: '*.doomed' })).toEqual([e.deadA, e.deadB, e.deadC].map((r) => r.id).sort());
     expect(await find({ topic: 'order.#', status: 'dead' })).toEqual([e.deadA, e.deadB].map((r) => r.id).sort());
@@ -160,8 +182,12 @@ describe.each(backends())('operations on %s', (backend) => {
     // LIKE's wildcards are text here.
     expect(await find({ errorContains: 'order 4_' })).toEqual([]);
     expect(await find({ createdAfter: new Date(Date.now() + HOUR_MS) })).toEqual([]);
-    expect(await find({ createdBefore: new Date(Date.now() + HOUR_MS), status: 'delivered' })).toEqual([e.delivered.id]);
-    expect(await find({ processedAfter: new Date(Date.now() - HOUR_MS), topic: 'order.placed' })).toEqual([e.delivered.id]);
+    expect(await find({ createdBefore: new Date(Date.now() + HOUR_MS), status: 'delivered' })).toEqual([
+      e.delivered.id,
+    ]);
+    expect(await find({ processedAfter: new Date(Date.now() - HOUR_MS), topic: 'order.placed' })).toEqual([
+      e.delivered.id,
+    ]);
     // The widest range every database stores.
     const [first, last] = [new Date('0001-01-01T00:00:00.000Z'), new Date('9999-12-31T23:59:59.999Z')];
     expect(await find({ createdAfter: first, createdBefore: last, status: 'delivered' })).toEqual([e.delivered.id]);
@@ -237,7 +263,10 @@ describe.each(backends())('operations on %s', (backend) => {
     const [stalled] = await publish([{ topic: 'order.placed', payload: {} }]);
     await claimByAnotherWorker(stalled.id);
     expect((await ops.get(stalled.id))!.history.map((h) => h.outcome)).toEqual(['running']);
-    await app.raw.query(app.sql(`UPDATE "${app.table}" SET "available_at" = ${minutesFromNow(backend, -1)} WHERE "id" = ?`), [stalled.id]);
+    await app.raw.query(
+      app.sql(`UPDATE "${app.table}" SET "available_at" = ${minutesFromNow(backend, -1)} WHERE "id" = ?`),
+      [stalled.id],
+    );
     expect((await ops.get(stalled.id))!.history.map((h) => [h.attempt, h.outcome])).toEqual([[1, 'expired']]);
     await app.worker.drain();
     const after = (await ops.get(stalled.id))!;
@@ -293,7 +322,10 @@ describe.each(backends())('operations on %s', (backend) => {
       [1, 1, 'delivered'],
     ]);
     // A delivered event is never resurrected by a second redrive.
-    expect(await ops.redrive({ ids: [e.deadA.id] })).toMatchObject({ changed: 0, skipped: [{ id: e.deadA.id, reason: 'delivered' }] });
+    expect(await ops.redrive({ ids: [e.deadA.id] })).toMatchObject({
+      changed: 0,
+      skipped: [{ id: e.deadA.id, reason: 'delivered' }],
+    });
   });
 
   it('redrives by filter, keeping the attempt count with resetAttempts: false (one attempt more when all were used)', async () => {
@@ -304,14 +336,21 @@ describe.each(backends())('operations on %s', (backend) => {
     expect(await row(e.deadA.id)).toMatchObject({ status: 'pending', attempts: 1 });
     expect(await row(e.deadB.id)).toMatchObject({ status: 'pending', attempts: 24 });
     expect(await row(e.deadC.id)).toMatchObject({ status: 'dead' });
-    await expect(ops.redrive({ filter: { status: 'delivered' } })).rejects.toThrow(/redrive applies to dead events only/);
+    await expect(ops.redrive({ filter: { status: 'delivered' } })).rejects.toThrow(
+      /redrive applies to dead events only/,
+    );
   });
 
   it('discards dead letters only, and frees their dedupe keys', async () => {
     const [dead] = await publish([{ topic: 'payment.doomed', payload: {}, dedupeKey: 'pay-1' }]);
     const [kept] = await publish([{ topic: 'order.placed', payload: {} }]);
     await app.worker.drain();
-    expect(await ops.discard({ filter: {} }, { dryRun: true })).toEqual({ dryRun: true, matched: 1, changed: 0, skipped: [] });
+    expect(await ops.discard({ filter: {} }, { dryRun: true })).toEqual({
+      dryRun: true,
+      matched: 1,
+      changed: 0,
+      skipped: [],
+    });
     expect(await ops.discard({ ids: [dead.id, kept.id] })).toEqual({
       dryRun: false,
       matched: 1,
@@ -388,7 +427,8 @@ describe.each(backends())('operations on %s', (backend) => {
     }
 
     // The failed attempt's changes were rolled back: each event changed once.
-    for (const id of toRedrive) expect(await row(id)).toMatchObject({ status: 'pending', attempts: 0, redrive_count: 1 });
+    for (const id of toRedrive)
+      expect(await row(id)).toMatchObject({ status: 'pending', attempts: 0, redrive_count: 1 });
     for (const id of toDiscard) expect(await row(id)).toBeUndefined();
     for (const id of deliveredIds) expect(await row(id)).toMatchObject({ status: 'delivered', redrive_count: 0 });
     expect(app.logger.matching(/^5 dead event\(s\) .* redriven/)).toHaveLength(1);
@@ -407,9 +447,13 @@ describe.each(backends())('operations on %s', (backend) => {
     expect(orders.firstSeen.getTime()).toBeLessThanOrEqual(orders.lastSeen.getTime());
     expect(await ops.failureGroups({ topic: 'payment.*' })).toHaveLength(1);
 
-    expect(await ops.redrive({ group: { topic: orders.topic, fingerprint: orders.fingerprint } })).toMatchObject({ changed: 2 });
+    expect(await ops.redrive({ group: { topic: orders.topic, fingerprint: orders.fingerprint } })).toMatchObject({
+      changed: 2,
+    });
     expect((await ops.find({ status: 'dead' })).items.map((i) => i.id)).toEqual([e.deadC.id]);
-    await expect(ops.deliverNow({ group: { topic: orders.topic, fingerprint: orders.fingerprint } })).rejects.toThrow(/dead letters/);
+    await expect(ops.deliverNow({ group: { topic: orders.topic, fingerprint: orders.fingerprint } })).rejects.toThrow(
+      /dead letters/,
+    );
   });
 
   it('keeps failures with different words in different groups, an apostrophe in a word being no quote', async () => {
@@ -425,7 +469,9 @@ describe.each(backends())('operations on %s', (backend) => {
       ].sort(),
     );
     const group = groups.find((g) => g.sampleId === year)!;
-    expect(await ops.redrive({ group: { topic: group.topic, fingerprint: group.fingerprint } }, { dryRun: true })).toEqual({
+    expect(
+      await ops.redrive({ group: { topic: group.topic, fingerprint: group.fingerprint } }, { dryRun: true }),
+    ).toEqual({
       dryRun: true,
       matched: 1,
       changed: 0,
@@ -435,9 +481,21 @@ describe.each(backends())('operations on %s', (backend) => {
 
   it('computes stats in the database: by state and topic, the oldest due wait, the last claim, recent deliveries', async () => {
     const empty = await ops.stats();
-    expect(empty).toMatchObject({ due: 0, dead: 0, delivered: 0, byTopic: [], oldestDueAgeMs: null, lastClaimAt: null, deliveredLastMinute: 0 });
+    expect(empty).toMatchObject({
+      due: 0,
+      dead: 0,
+      delivered: 0,
+      byTopic: [],
+      oldestDueAgeMs: null,
+      lastClaimAt: null,
+      deliveredLastMinute: 0,
+    });
     await everyState();
-    await app.raw.query(app.sql(`UPDATE "${app.table}" SET "available_at" = ${minutesFromNow(backend, -2)} WHERE "dedupe_key" = 'order-6'`));
+    await app.raw.query(
+      app.sql(
+        `UPDATE "${app.table}" SET "available_at" = ${minutesFromNow(backend, -2)} WHERE "dedupe_key" = 'order-6'`,
+      ),
+    );
     const stats = await ops.stats();
     expect(stats).toMatchObject({ due: 1, scheduled: 1, inFlight: 1, delivered: 1, deliveredExact: true, dead: 3 });
     expect(stats).toMatchObject({ deliveredLastMinute: 1, deliveredLastHour: 1 });
@@ -449,10 +507,18 @@ describe.each(backends())('operations on %s', (backend) => {
     expect(stats.oldestDueAgeMs).toBeGreaterThanOrEqual(110_000);
     expect(stats.oldestDueAgeMs).toBeLessThan(HOUR_MS);
     expect(Math.abs(stats.at.getTime() - Date.now())).toBeLessThan(HOUR_MS);
-    expect(await ops.stats({ exact: true })).toEqual({ ...stats, at: expect.any(Date) as Date, oldestDueAgeMs: expect.any(Number) as number });
+    expect(await ops.stats({ exact: true })).toEqual({
+      ...stats,
+      at: expect.any(Date) as Date,
+      oldestDueAgeMs: expect.any(Number) as number,
+    });
 
     // Deliveries an hour ago and more are not recent.
-    await app.raw.query(app.sql(`UPDATE "${app.table}" SET "processed_at" = ${minutesFromNow(backend, -61)} WHERE "status" = 'delivered'`));
+    await app.raw.query(
+      app.sql(
+        `UPDATE "${app.table}" SET "processed_at" = ${minutesFromNow(backend, -61)} WHERE "status" = 'delivered'`,
+      ),
+    );
     expect(await ops.stats()).toMatchObject({ delivered: 1, deliveredLastMinute: 0, deliveredLastHour: 0 });
   });
 
@@ -523,7 +589,12 @@ describe.each(backends())('operations on %s', (backend) => {
     ]);
     await app.worker.drain();
     const later = `${minutesFromNow(backend, 1)}`;
-    await app.raw.query(app.sql(`UPDATE "${app.table}" SET "claimed_at" = ${minutesFromNow(backend, -1)}, "processed_at" = ${later} WHERE "id" = ?`), [slow.id]);
+    await app.raw.query(
+      app.sql(
+        `UPDATE "${app.table}" SET "claimed_at" = ${minutesFromNow(backend, -1)}, "processed_at" = ${later} WHERE "id" = ?`,
+      ),
+      [slow.id],
+    );
     expect((await ops.stats()).lastClaimAt).toEqual(await claimedAt(fast.id));
   });
 
@@ -536,10 +607,16 @@ describe.each(backends())('operations on %s', (backend) => {
       [() => ops.find({ colour: 'red' } as never), /unknown field "colour"/],
       [() => ops.find({ createdAfter: 'yesterday' as never }), /createdAfter/],
       // Beyond what the three databases store: PostgreSQL would fail the statement, the others match nothing.
-      [() => ops.find({ createdBefore: new Date(8.64e15) }), /filter.createdBefore: .*0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z/],
+      [
+        () => ops.find({ createdBefore: new Date(8.64e15) }),
+        /filter.createdBefore: .*0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z/,
+      ],
       [() => ops.find({ createdAfter: new Date(Date.parse('0001-01-01T00:00:00.000Z') - 1) }), /filter.createdAfter/],
       [() => ops.find({ processedAfter: new Date(-8.64e15) }), /filter.processedAfter/],
-      [() => ops.find({ processedBefore: new Date(Date.parse('9999-12-31T23:59:59.999Z') + 1) }), /filter.processedBefore/],
+      [
+        () => ops.find({ processedBefore: new Date(Date.parse('9999-12-31T23:59:59.999Z') + 1) }),
+        /filter.processedBefore/,
+      ],
       [() => ops.find({ createdBefore: new Date(NaN) }), /filter.createdBefore/],
       [() => ops.failureGroups({ processedBefore: new Date(8.64e15) }), /filter.processedBefore/],
       [() => ops.redrive({ filter: { createdBefore: new Date(8.64e15) } }), /selection.filter.createdBefore/],

@@ -64,7 +64,10 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
         errors.push(await app.outbox.publish('order.placed', payload, { headers }).catch((e: unknown) => e));
       }
       // On PostgreSQL a failed statement would have aborted the transaction: these must still commit.
-      await app.txHost.tx.query(app.sql(`INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`), ['o-1', rocket]);
+      await app.txHost.tx.query(app.sql(`INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`), [
+        'o-1',
+        rocket,
+      ]);
       await app.outbox.publish('order.placed', { text: rocket }, { headers: { 'x-title': rocket } });
       return errors;
     });
@@ -72,7 +75,12 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
       expect(error).toBeInstanceOf(OutboxValidationError);
       expect((error as Error).message).toMatch(/lone UTF-16 surrogate/);
     }
-    expect(refused.map((e) => (e as OutboxValidationError).field)).toEqual(['payload', 'payload', 'payload', 'headers']);
+    expect(refused.map((e) => (e as OutboxValidationError).field)).toEqual([
+      'payload',
+      'payload',
+      'payload',
+      'headers',
+    ]);
     expect(await orderCount()).toBe(1);
     expect(await outboxRows(app)).toHaveLength(1);
     await app.worker.drain();
@@ -110,7 +118,9 @@ describe.each(backends())('strings and sizes the databases cannot take, on %s', 
     );
     expect(new Set(results.map((r) => r.id)).size).toBe(total);
     const rows = await app.raw.query<{ payload: unknown }>(`SELECT "payload" FROM "${app.table}"`);
-    const numbers = rows.map((r) => ((typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload) as { n: number }).n);
+    const numbers = rows.map(
+      (r) => ((typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload) as { n: number }).n,
+    );
     expect(numbers.sort((a: number, b: number) => a - b)).toEqual(Array.from({ length: total }, (_, n) => n));
   });
 });
@@ -127,7 +137,9 @@ describeOn('mariadb')('headers on MariaDB with sql_mode=""', () => {
       providers: [Recorder],
       extraTypeOrm: { driver: laxMysql2(), connectorPackage: 'mysql2' } as never,
     });
-    const [{ mode }] = await app.txHost.withTransaction(() => app.txHost.tx.query<Array<{ mode: string }>>('SELECT @@SESSION.sql_mode AS mode'));
+    const [{ mode }] = await app.txHost.withTransaction(() =>
+      app.txHost.tx.query<Array<{ mode: string }>>('SELECT @@SESSION.sql_mode AS mode'),
+    );
     expect(mode).toBe('');
 
     const largest = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`h${i}`, 'x'.repeat(4096)]));
@@ -139,7 +151,9 @@ describeOn('mariadb')('headers on MariaDB with sql_mode=""', () => {
 
     const headers = headersOfBytes(MAX_HEADERS_BYTES, 'é');
     const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', {}, { headers }));
-    const [row] = await app.raw.query<{ headers: string }>('SELECT "headers" FROM "' + app.table + '" WHERE "id" = ?', [id]);
+    const [row] = await app.raw.query<{ headers: string }>('SELECT "headers" FROM "' + app.table + '" WHERE "id" = ?', [
+      id,
+    ]);
     expect(Buffer.byteLength(row.headers)).toBe(MAX_HEADERS_BYTES);
     await app.worker.drain();
     expect(app.module.get(Recorder).seen.map((m) => m.headers)).toEqual([headers]);
@@ -155,7 +169,9 @@ onMariadb('statements over max_allowed_packet on MariaDB', ({ admin, disposeAfte
     const filler = 'x'.repeat(90_000);
     const count = Math.ceil((1.5 * Number(packet)) / filler.length);
     const published = await app.txHost.withTransaction(() =>
-      app.outbox.publishMany(Array.from({ length: count }, (_, i) => ({ topic: 'order.placed', payload: { i, filler } }))),
+      app.outbox.publishMany(
+        Array.from({ length: count }, (_, i) => ({ topic: 'order.placed', payload: { i, filler } })),
+      ),
     );
     expect(published.filter((p) => p.inserted)).toHaveLength(count);
     const [{ n, bytes }] = await app.raw.query<{ n: number; bytes: number }>(

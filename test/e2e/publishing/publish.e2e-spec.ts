@@ -11,7 +11,14 @@ import {
 } from '../../../lib';
 import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
-import { backends, describeOn, describeEachServer, isSqlite, removeSqliteFile, sqliteFile } from '../../fixtures/backends';
+import {
+  backends,
+  describeOn,
+  describeEachServer,
+  isSqlite,
+  removeSqliteFile,
+  sqliteFile,
+} from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
 
@@ -102,7 +109,9 @@ describe.each(backends())('publish on %s', (backend) => {
     resolved = app.dataSource.manager;
     const fromResolver = (await app.outbox.publish('quick', {}).catch((e: unknown) => e)) as Error;
     expect(fromResolver).toBeInstanceOf(OutboxTransactionRequiredError);
-    expect(fromResolver.message).toMatch(/the transaction resolver returned an EntityManager that is not inside a transaction/);
+    expect(fromResolver.message).toMatch(
+      /the transaction resolver returned an EntityManager that is not inside a transaction/,
+    );
     resolved = null;
     await expect(app.outbox.publish('quick', {})).rejects.toThrow(OutboxTransactionRequiredError);
     // The resolver is the only way in: CLS's transaction is not looked at.
@@ -128,7 +137,11 @@ describe.each(backends())('publish on %s', (backend) => {
 
   it('refuses a transaction of another DataSource', async () => {
     const path = isSqlite(backend) ? sqliteFile() : undefined;
-    const other = new DataSource({ ...typeOrmOptions(backend, app.table, path), migrations: [], migrationsRun: false } as never);
+    const other = new DataSource({
+      ...typeOrmOptions(backend, app.table, path),
+      migrations: [],
+      migrationsRun: false,
+    } as never);
     await other.initialize();
     try {
       const error = (await other
@@ -166,7 +179,12 @@ describe.each(backends())('publish on %s', (backend) => {
 
   it('names the item of a publishMany call that is invalid, and only when there are several', async () => {
     const many = (await app.txHost
-      .withTransaction(() => app.outbox.publishMany([{ topic: 'quick', payload: {} }, { topic: '', payload: {} }]))
+      .withTransaction(() =>
+        app.outbox.publishMany([
+          { topic: 'quick', payload: {} },
+          { topic: '', payload: {} },
+        ]),
+      )
       .catch((e: unknown) => e)) as Error;
     expect(many).toBeInstanceOf(OutboxValidationError);
     expect(many.message).toMatch(/ \(publishMany item 1\)$/);
@@ -238,18 +256,17 @@ describe.each(backends())('publish on %s', (backend) => {
 
     it('refuses a conflict anywhere in a publishMany call before writing any of it', async () => {
       await app.txHost.withTransaction(() => app.outbox.publish('order.placed', { n: 1 }, { dedupeKey: 'k' }));
-      const error = await app.txHost
-        .withTransaction(async () => {
-          // The caller swallows the error and commits: the batch must still have written nothing.
-          try {
-            await app.outbox.publishMany([
-              { topic: 'order.placed', payload: { n: 10 } },
-              { topic: 'order.placed', payload: { n: 2 }, dedupeKey: 'k' },
-            ]);
-          } catch (e) {
-            return e;
-          }
-        });
+      const error = await app.txHost.withTransaction(async () => {
+        // The caller swallows the error and commits: the batch must still have written nothing.
+        try {
+          await app.outbox.publishMany([
+            { topic: 'order.placed', payload: { n: 10 } },
+            { topic: 'order.placed', payload: { n: 2 }, dedupeKey: 'k' },
+          ]);
+        } catch (e) {
+          return e;
+        }
+      });
       expect(error).toBeInstanceOf(OutboxDedupeConflictError);
       expect(await outboxRows(app)).toHaveLength(1);
     });
@@ -288,7 +305,9 @@ describe.each(backends())('publish on %s', (backend) => {
     });
 
     it('takes keys and dedupe keys that differ only by trailing spaces for two (PAD SPACE collations)', async () => {
-      const first = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', { n: 1 }, { dedupeKey: 'order-1', key: 'k1' }));
+      const first = await app.txHost.withTransaction(() =>
+        app.outbox.publish('order.placed', { n: 1 }, { dedupeKey: 'order-1', key: 'k1' }),
+      );
       const second = await app.txHost.withTransaction(() =>
         app.outbox.publish('order.placed', { n: 2 }, { dedupeKey: 'order-1 ', key: 'k1 ' }),
       );
@@ -355,7 +374,12 @@ describe.each(backends())('publish on %s', (backend) => {
       ['BigInt payload', () => ['t', { n: BigInt(10) }], OutboxValidationError, /BigInt/],
       ['circular payload', () => ['t', cyclic], OutboxValidationError, /circular/],
       ['undefined payload', () => ['t', undefined], OutboxValidationError, /expected a JSON value/],
-      ['oversized payload', () => ['t', 'x'.repeat(1024 * 1024)], OutboxPayloadTooLargeError, /over the limit of 1048576/],
+      [
+        'oversized payload',
+        () => ['t', 'x'.repeat(1024 * 1024)],
+        OutboxPayloadTooLargeError,
+        /over the limit of 1048576/,
+      ],
       ['non-string header', () => ['t', {}, { headers: { a: 1 } }], OutboxValidationError, /header "a"/],
       ['negative delay', () => ['t', {}, { delayMs: -5 }], OutboxValidationError, /delayMs/],
       ['unknown option', () => ['t', {}, { delay: 5 }], OutboxValidationError, /unknown option "delay"/],
@@ -382,7 +406,9 @@ describe.each(backends())('publish on %s', (backend) => {
       for (const attempt of attempts) {
         const error = await app.txHost.withTransaction(attempt).catch((e: Error) => e);
         expect(error).toBeInstanceOf(OutboxValidationError);
-        expect((error as Error).message).toMatch(new RegExp(`^Invalid outbox (options|event): expected an object, got ${got}$`));
+        expect((error as Error).message).toMatch(
+          new RegExp(`^Invalid outbox (options|event): expected an object, got ${got}$`),
+        );
       }
       expect(await outboxRows(app)).toHaveLength(0);
     });

@@ -48,7 +48,9 @@ describe.each(backends())('publishing with and without the CLS transaction plugi
     );
     expect(await outboxRows(app)).toHaveLength(0);
 
-    const { id } = await app.dataSource.transaction((manager) => app.outbox.publish('order.placed', { n: 2 }, { manager }));
+    const { id } = await app.dataSource.transaction((manager) =>
+      app.outbox.publish('order.placed', { n: 2 }, { manager }),
+    );
     expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
     expect(app.module.get(Delivered).ids).toEqual([id]);
   });

@@ -67,7 +67,12 @@ async function isolatedDatabase(backend: BackendName) {
   if (backend === 'postgres') {
     await raw.query(`CREATE SCHEMA "${name}"`);
     return {
-      options: { type: 'postgres' as const, url: postgresUrl(), schema: name, extra: { options: `-c search_path=${name}` } },
+      options: {
+        type: 'postgres' as const,
+        url: postgresUrl(),
+        schema: name,
+        extra: { options: `-c search_path=${name}` },
+      },
       drop: async () => {
         await raw.query(`DROP SCHEMA "${name}" CASCADE`);
         await raw.close();
@@ -93,7 +98,9 @@ async function isolatedDatabase(backend: BackendName) {
 }
 
 function sqliteOptions(backend: BackendName, file: string) {
-  return backend === 'sqlite3' ? { type: 'sqlite' as const, database: file } : { type: 'better-sqlite3' as const, database: file };
+  return backend === 'sqlite3'
+    ? { type: 'sqlite' as const, database: file }
+    : { type: 'better-sqlite3' as const, database: file };
 }
 
 describe.each(backends())('registering the entity and the migration on %s', (backend) => {
@@ -134,10 +141,18 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
   it('works with the entity listed by hand and OutboxMigrations in the app migrations', async () => {
     const module = await boot({ entities: [OutboxEventEntity], migrations: [...OutboxMigrations] });
     const id = await roundTrip(module);
-    expect(await module.get<DataSource>(getDataSourceToken()).query(sql(backend, 'SELECT count(*) AS n FROM "customers"'))).toHaveLength(1);
+    expect(
+      await module.get<DataSource>(getDataSourceToken()).query(sql(backend, 'SELECT count(*) AS n FROM "customers"')),
+    ).toHaveLength(1);
     const repo = module.get(getDataSourceToken()).getRepository<OutboxEventRecord>(OutboxEventEntity);
     const row = await repo.findOneByOrFail({ id });
-    expect(row).toMatchObject({ topic: 'thing.happened', key: 'k1', status: 'delivered', attempts: 1, payload: { ok: true } });
+    expect(row).toMatchObject({
+      topic: 'thing.happened',
+      key: 'k1',
+      status: 'delivered',
+      attempts: 1,
+      payload: { ok: true },
+    });
     expect(row.createdAt).toBeInstanceOf(Date);
     expect(row.processedAt).toBeInstanceOf(Date);
     await module.close();
@@ -190,7 +205,12 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     drop = db.drop;
     const module = await Test.createTestingModule({
       imports: [
-        TypeOrmModule.forRoot({ ...db.options, migrationsRun: true, autoLoadEntities: true, migrations: createOutboxMigrations('async_events') }),
+        TypeOrmModule.forRoot({
+          ...db.options,
+          migrationsRun: true,
+          autoLoadEntities: true,
+          migrations: createOutboxMigrations('async_events'),
+        }),
         ...clsImports(),
         OutboxModule.forRootAsync({
           tableName: 'async_events',
@@ -214,7 +234,11 @@ describe('start-up errors', () => {
   afterAll(() => removeSqliteFile(file));
   // With the table in place, so that each test meets the error it is about rather than the missing table.
   const typeorm = () =>
-    TypeOrmModule.forRoot({ ...sqliteOptions(sqliteBackends()[0], file), migrations: [...OutboxMigrations], migrationsRun: true });
+    TypeOrmModule.forRoot({
+      ...sqliteOptions(sqliteBackends()[0], file),
+      migrations: [...OutboxMigrations],
+      migrationsRun: true,
+    });
 
   async function bootError(imports: unknown[], providers: unknown[] = []) {
     const error = await Test.createTestingModule({ imports: imports as never, providers: providers as never })
@@ -266,7 +290,10 @@ describe('start-up errors', () => {
       @OutboxHandler('x', { timeoutMs: 59_500 })
       async handle() {}
     }
-    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({ worker: { renewLease: false } })], [TooSlow]);
+    const error = await bootError(
+      [typeorm(), ...clsImports(), OutboxModule.forRoot({ worker: { renewLease: false } })],
+      [TooSlow],
+    );
     expect(error.option).toBe("@OutboxHandler('x') on TooSlow.handle: timeoutMs");
     expect(error.message).toMatch(/shorter than worker.leaseMs \(60000 ms\)/);
   });
@@ -297,7 +324,9 @@ describe('start-up errors', () => {
       OutboxModule.forRoot({ tableName: 'second_outbox', worker: { enabled: false } }),
     ]);
     expect(error.option).toBe('isGlobal');
-    expect(error.message).toMatch(/2 OutboxModules are global in this application \(tables outbox_event, second_outbox\)/);
+    expect(error.message).toMatch(
+      /2 OutboxModules are global in this application \(tables outbox_event, second_outbox\)/,
+    );
     expect(error.message).toMatch(/isGlobal: false in the module that uses it/);
     removeSqliteFile(own);
   });
@@ -341,7 +370,9 @@ describe.each(backends())('handlers on controllers on %s', (backend) => {
     expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
     expect(app.module.get(OrdersController).seen.map((m) => m.id)).toEqual([id]);
     expect(
-      app.logger.matching(/@OutboxHandler on PerRequestController.onThing is ignored: its controller is request-scoped/),
+      app.logger.matching(
+        /@OutboxHandler on PerRequestController.onThing is ignored: its controller is request-scoped/,
+      ),
     ).toHaveLength(1);
   });
 });

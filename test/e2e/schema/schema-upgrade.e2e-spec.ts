@@ -17,7 +17,18 @@ import { validateEvent } from '../../../lib/publishing/outbox.validation';
 import { LEASE_EXPIRED } from '../../../lib/dialects/shared/dialect.util';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
-import { backends, describeOn, type BackendName, isSqlite, rawDb, type RawDb, removeSqliteFile, sql, sqliteFile, uniqueName } from '../../fixtures/backends';
+import {
+  backends,
+  describeOn,
+  type BackendName,
+  isSqlite,
+  rawDb,
+  type RawDb,
+  removeSqliteFile,
+  sql,
+  sqliteFile,
+  uniqueName,
+} from '../../fixtures/backends';
 import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { clsImports, createTestApp, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
@@ -32,8 +43,17 @@ class Sink {
 }
 
 /** Runs the given migrations on the table, as an application's DataSource at start-up does. */
-async function migrate(backend: BackendName, table: string, sqlitePath: string | undefined, migrations: OutboxMigrationClass[]) {
-  const options = { ...typeOrmOptions(backend, table, sqlitePath), migrations, migrationsRun: true } as DataSourceOptions;
+async function migrate(
+  backend: BackendName,
+  table: string,
+  sqlitePath: string | undefined,
+  migrations: OutboxMigrationClass[],
+) {
+  const options = {
+    ...typeOrmOptions(backend, table, sqlitePath),
+    migrations,
+    migrationsRun: true,
+  } as DataSourceOptions;
   const ds = new DataSource(options);
   await ds.initialize();
   return ds;
@@ -67,7 +87,8 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
   afterEach(async () => {
     await app?.dispose();
     app = undefined;
-    if (!isSqlite(backend)) await raw.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations", "${table}_orders"`);
+    if (!isSqlite(backend))
+      await raw.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations", "${table}_orders"`);
     await raw.close();
     if (sqlitePath) removeSqliteFile(sqlitePath);
   });
@@ -87,7 +108,9 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
 
   /** The table's index names, as the start-up check lists them. */
   const indexes = async () => {
-    const { sql: text, params } = dialectForType(backend === 'sqlite3' ? 'sqlite' : backend).indexes(outboxTable(table));
+    const { sql: text, params } = dialectForType(backend === 'sqlite3' ? 'sqlite' : backend).indexes(
+      outboxTable(table),
+    );
     return (await raw.query<{ name: string }>(text, params)).map((r) => String(r.name)).sort();
   };
 
@@ -107,8 +130,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
   /** MySQL/MariaDB: the collations of the key and the dedupe key. */
   const keyCollations = () => columnAttribute('collation_name', ['key', 'dedupe_key']);
 
-  const row = async (id: string) =>
-    (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0];
+  const row = async (id: string) => (await raw.query(sql(backend, `SELECT * FROM "${table}" WHERE "id" = ?`), [id]))[0];
 
   it('keeps every event of a version-1 table: due, leased, lease-expired, dead and delivered', async () => {
     const v1 = await migrate(backend, table, sqlitePath, [createOutboxMigration(table)]);
@@ -121,9 +143,13 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     await insert(ids.delivered, 'delivered', 1, null, null);
 
     // The new version refuses the old table, naming the migration to run.
-    const refused: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).catch(
-      (e: unknown) => e,
-    );
+    const refused: unknown = await createTestApp({
+      backend,
+      table,
+      sqlitePath,
+      providers: [Sink],
+      extraTypeOrm: { migrations: [] },
+    }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OutboxSchemaOutdatedError);
     expect((refused as Error).message).toContain(`OutboxAttemptState_${table}`);
 
@@ -138,11 +164,19 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
     const result = await app.worker.drain();
     expect(result).toMatchObject({ delivered: 3, deadLettered: 0, failed: 0, lostLeases: 0 });
-    expect(app.module.get(Sink).seen.map((m) => m.id).sort()).toEqual([ids.due, ids.leased, ids.expiredBefore].sort());
+    expect(
+      app.module
+        .get(Sink)
+        .seen.map((m) => m.id)
+        .sort(),
+    ).toEqual([ids.due, ids.leased, ids.expiredBefore].sort());
     expect(await row(ids.expiredBefore)).toMatchObject({ status: 'delivered', last_error: null });
     expect(Number((await row(ids.expiredBefore)).last_expired_attempt)).toBe(2);
     expect(Number((await row(ids.leased)).expired_attempts)).toBe(1);
-    expect(await row(ids.dead)).toMatchObject({ status: 'dead', last_error: 'Sink.handle: Error: upstream answered 503' });
+    expect(await row(ids.dead)).toMatchObject({
+      status: 'dead',
+      last_error: 'Sink.handle: Error: upstream answered 503',
+    });
     expect(await row(ids.delivered)).toMatchObject({ status: 'delivered' });
   });
 
@@ -195,11 +229,19 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     await raw.query(sql(backend, `UPDATE "${table}" SET "processed_at" = ? WHERE "id" = ?`), [past, ids.delivered]);
     expect(await indexes()).not.toContain(`${table}_retention_idx`);
 
-    const refused: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).catch(
-      (e: unknown) => e,
-    );
+    const refused: unknown = await createTestApp({
+      backend,
+      table,
+      sqlitePath,
+      providers: [Sink],
+      extraTypeOrm: { migrations: [] },
+    }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OutboxSchemaOutdatedError);
-    expect(refused).toMatchObject({ foundVersion: 2, neededVersion: 6, missingMigration: `OutboxRetentionIndex_${table}1796083200000` });
+    expect(refused).toMatchObject({
+      foundVersion: 2,
+      neededVersion: 6,
+      missingMigration: `OutboxRetentionIndex_${table}1796083200000`,
+    });
 
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     await upgraded.destroy();
@@ -214,10 +256,18 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     await insert(ids.dead, 'dead', 10, null, 'Sink.handle: Error: upstream answered 503');
     await insert(ids.due, 'pending', 2, null, 'Sink.handle: Error: timeout');
 
-    const refused: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).catch(
-      (e: unknown) => e,
-    );
-    expect(refused).toMatchObject({ foundVersion: 3, neededVersion: 6, missingMigration: `OutboxAttemptHistory_${table}1796169600000` });
+    const refused: unknown = await createTestApp({
+      backend,
+      table,
+      sqlitePath,
+      providers: [Sink],
+      extraTypeOrm: { migrations: [] },
+    }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({
+      foundVersion: 3,
+      neededVersion: 6,
+      missingMigration: `OutboxAttemptHistory_${table}1796169600000`,
+    });
 
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     await upgraded.destroy();
@@ -247,7 +297,13 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     await insert(ids.dead, 'dead', 10, null, 'Sink.handle: Error: upstream answered 503');
     await insert(ids.due, 'pending', 0, null, null);
 
-    const started: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).then(
+    const started: unknown = await createTestApp({
+      backend,
+      table,
+      sqlitePath,
+      providers: [Sink],
+      extraTypeOrm: { migrations: [] },
+    }).then(
       // Closed, not disposed: the table stays for the upgrade below.
       async (test) => {
         await test.close();
@@ -256,7 +312,11 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       (e: unknown) => e,
     );
     if (backend === 'mariadb') {
-      expect(started).toMatchObject({ foundVersion: 4, neededVersion: 6, missingMigration: `OutboxAsciiKeys_${table}1796256000000` });
+      expect(started).toMatchObject({
+        foundVersion: 4,
+        neededVersion: 6,
+        missingMigration: `OutboxAsciiKeys_${table}1796256000000`,
+      });
       expect(await keyCharsets()).toEqual({ claim_token: 'utf8mb4', id: 'utf8mb4' });
     } else {
       expect(started).toBeUndefined();
@@ -269,7 +329,12 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(await row(ids.leased)).toMatchObject({ claim_token: '11111111-1111-4111-8111-111111111111' });
     app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
     expect(await app.worker.drain()).toMatchObject({ delivered: 2, failed: 0 });
-    expect(app.module.get(Sink).seen.map((m) => m.id).sort()).toEqual([ids.due, ids.leased].sort());
+    expect(
+      app.module
+        .get(Sink)
+        .seen.map((m) => m.id)
+        .sort(),
+    ).toEqual([ids.due, ids.leased].sort());
     const operations = app.module.get(OutboxOperations);
     expect(await operations.get(ids.dead)).toMatchObject({ state: 'dead', attempts: 10 });
     expect(await operations.redrive({ ids: [ids.dead] })).toMatchObject({ changed: 1 });
@@ -300,7 +365,9 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     // A worker of this version on the old table (the start-up check below refuses one; this is the store's own guard).
     const store = new OutboxStore(v5, table, undefined, false);
     const publish = (dedupeKey: string, n: number) =>
-      v5.transaction((manager) => store.insert(manager, [validateEvent({ topic: 'upgrade', payload: { n }, dedupeKey }, 1024)]));
+      v5.transaction((manager) =>
+        store.insert(manager, [validateEvent({ topic: 'upgrade', payload: { n }, dedupeKey }, 1024)]),
+      );
     const [first] = await publish('order-1', 1);
     expect(first.inserted).toBe(true);
     const padded: unknown = await publish('order-1 ', 2).catch((e: unknown) => e);
@@ -313,7 +380,13 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     }
     await v5.destroy();
 
-    const started: unknown = await createTestApp({ backend, table, sqlitePath, providers: [Sink], extraTypeOrm: { migrations: [] } }).then(
+    const started: unknown = await createTestApp({
+      backend,
+      table,
+      sqlitePath,
+      providers: [Sink],
+      extraTypeOrm: { migrations: [] },
+    }).then(
       async (test) => {
         await test.close();
         await test.raw.close();
@@ -321,7 +394,11 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       (e: unknown) => e,
     );
     if (backend === 'mariadb') {
-      expect(started).toMatchObject({ foundVersion: 5, neededVersion: 6, missingMigration: `OutboxExactKeys_${table}1796342400000` });
+      expect(started).toMatchObject({
+        foundVersion: 5,
+        neededVersion: 6,
+        missingMigration: `OutboxExactKeys_${table}1796342400000`,
+      });
     } else {
       expect(started).toBeUndefined();
     }

@@ -114,7 +114,9 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
 
     expect(await outbox.drain()).toEqual({ delivered: 0, failed: 2, deadLettered: 1, released: 0, lostLeases: 0 });
     expect(outbox.failed().map((run) => run.attempt)).toEqual([1, 2, 3]);
-    expect(outbox.deadLettered()).toEqual([{ id, topic: 'order.placed', error: expect.stringContaining('451') as string }]);
+    expect(outbox.deadLettered()).toEqual([
+      { id, topic: 'order.placed', error: expect.stringContaining('451') as string },
+    ]);
     expect((await outboxRows(app))[0].status).toBe('dead');
   });
 
@@ -195,9 +197,9 @@ describe.each(sqliteBackends().slice(0, 1))('OutboxTesting with forRootAsync and
     try {
       const outbox = OutboxTesting.from(moduleRef);
       moduleRef.get(OrderHandlers).failuresLeft = 1;
-      await moduleRef.get(TransactionHost).withTransaction(() =>
-        moduleRef.get(OutboxService).publish('order.placed', { orderId: 'async' }),
-      );
+      await moduleRef
+        .get(TransactionHost)
+        .withTransaction(() => moduleRef.get(OutboxService).publish('order.placed', { orderId: 'async' }));
       expect(await outbox.drain()).toMatchObject({ delivered: 1, failed: 1 });
       expect(OutboxTesting.from(moduleRef, table)).toBe(outbox);
     } finally {

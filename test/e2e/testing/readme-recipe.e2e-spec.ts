@@ -18,7 +18,13 @@ function pasteReadmeApp(): string {
   const dir = join(root, '.tmp', uniqueName('readme-app'));
   // What `nest new` generated and the quick start keeps (its app.module.ts imports them).
   cpSync(join(root, 'test/fixtures/nest-new/src'), join(dir, 'src'), { recursive: true });
-  execFileSync(process.execPath, [join(root, 'compat/fresh-app/extract.mjs'), 'files', join(root, 'README.md'), dir, 'cjs']);
+  execFileSync(process.execPath, [
+    join(root, 'compat/fresh-app/extract.mjs'),
+    'files',
+    join(root, 'README.md'),
+    dir,
+    'cjs',
+  ]);
   return dir;
 }
 

@@ -53,7 +53,12 @@ const CASES: BrokerCase[] = [
     client: (queue) => ({
       name: 'BROKER',
       transport: Transport.RMQ,
-      options: { urls: ['amqp://guest:guest@127.0.0.1:5672'], queue, queueOptions: { durable: true }, persistent: true },
+      options: {
+        urls: ['amqp://guest:guest@127.0.0.1:5672'],
+        queue,
+        queueOptions: { durable: true },
+        persistent: true,
+      },
     }),
     consumer: async (queue) => {
       const amqp = await import('amqplib');
@@ -67,7 +72,11 @@ const CASES: BrokerCase[] = [
         await channel.consume(queue, (msg) => {
           if (!msg) return;
           const packet = JSON.parse(msg.content.toString()) as Packet;
-          received.push({ id: String(msg.properties.messageId), payload: packet.data, meta: msg.properties.headers ?? {} });
+          received.push({
+            id: String(msg.properties.messageId),
+            payload: packet.data,
+            meta: msg.properties.headers ?? {},
+          });
           channel.ack(msg);
         });
       };
@@ -95,7 +104,11 @@ const CASES: BrokerCase[] = [
     }),
     consumer: async (subject) => {
       const nats = await import('nats');
-      const connection = await nats.connect({ servers: 'nats://127.0.0.1:4222', maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+      const connection = await nats.connect({
+        servers: 'nats://127.0.0.1:4222',
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 200,
+      });
       const received: Received[] = [];
       const subscription = connection.subscribe(subject);
       void (async () => {
@@ -160,7 +173,11 @@ const CASES: BrokerCase[] = [
       const received: Received[] = [];
       client.on('message', (_topic, payload, packet) => {
         const meta = (packet.properties?.userProperties ?? {}) as Record<string, unknown>;
-        received.push({ id: String(meta['x-outbox-id']), payload: (JSON.parse(payload.toString()) as Packet).data, meta });
+        received.push({
+          id: String(meta['x-outbox-id']),
+          payload: (JSON.parse(payload.toString()) as Packet).data,
+          meta,
+        });
       });
       await client.subscribeAsync(topic, { qos: 1 });
       return {
@@ -200,7 +217,10 @@ const available = CASES.filter((c) => process.env[`OUTBOX_TEST_${c.broker.toUppe
 // Transports do not depend on the database: these run on the first backend only (and jest.config.js
 // runs this file in the TypeORM 0.3 project only). A broker that is down on a developer machine is
 // skipped with a notice from global-setup; CI fails instead.
-const describeBrokers = available.length > 0 ? describe.each(available.map((c) => [c.broker, c] as const)) : describe.skip.each([['none', undefined]]);
+const describeBrokers =
+  available.length > 0
+    ? describe.each(available.map((c) => [c.broker, c] as const))
+    : describe.skip.each([['none', undefined]]);
 
 describeBrokers('forwarding to %s through its ClientProxy', (broker, spec) => {
   const c = spec as BrokerCase;
@@ -224,15 +244,25 @@ describeBrokers('forwarding to %s through its ClientProxy', (broker, spec) => {
 
   const publish = (n: number) =>
     app.txHost.withTransaction(() =>
-      app.outbox.publish('order.placed', { n, text: 'zürich 🚀' }, { key: `order-${n}`, headers: { 'x-trace': `t${n}` } }),
+      app.outbox.publish(
+        'order.placed',
+        { n, text: 'zürich 🚀' },
+        { key: `order-${n}`, headers: { 'x-trace': `t${n}` } },
+      ),
     );
 
   it('delivers a message published in a transaction once, with the outbox id, key and headers', async () => {
     const { id } = await publish(1);
     expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
-    const [message] = await eventually(() => (consumer.received.length ? consumer.received : undefined), 10_000, 'the message');
+    const [message] = await eventually(
+      () => (consumer.received.length ? consumer.received : undefined),
+      10_000,
+      'the message',
+    );
     expect(message).toMatchObject({ id, payload: { n: 1, text: 'zürich 🚀' } });
-    expect(message.meta).toMatchObject(broker === 'redis' ? { key: 'order-1', 'x-trace': 't1' } : { 'x-outbox-key': 'order-1', 'x-trace': 't1' });
+    expect(message.meta).toMatchObject(
+      broker === 'redis' ? { key: 'order-1', 'x-trace': 't1' } : { 'x-outbox-key': 'order-1', 'x-trace': 't1' },
+    );
     // Nothing else arrives once a round trip to the broker has passed.
     await publish(2);
     await app.worker.drain();
@@ -261,11 +291,19 @@ describeBrokers('forwarding to %s through its ClientProxy', (broker, spec) => {
       definition.start();
       await waitForPort(definition.port, true);
       await back;
-      await eventually(async () => {
-        await app.worker.drain();
-        return (await app.outbox.counts()).delivered === ids.length;
-      }, 60_000, 'delivery after the broker returned');
-      await eventually(() => ids.every((id) => consumer.received.some((r) => r.id === id)), 20_000, 'every id at the consumer');
+      await eventually(
+        async () => {
+          await app.worker.drain();
+          return (await app.outbox.counts()).delivered === ids.length;
+        },
+        60_000,
+        'delivery after the broker returned',
+      );
+      await eventually(
+        () => ids.every((id) => consumer.received.some((r) => r.id === id)),
+        20_000,
+        'every id at the consumer',
+      );
       // A send cut short by the outage may still arrive once the client reconnects: a duplicate, with the same id.
       expect(new Set(consumer.received.map((r) => r.id))).toEqual(new Set(ids));
     } finally {
@@ -293,7 +331,10 @@ const natsUp = process.env.OUTBOX_TEST_NATS !== 'down';
       { name: 'BROKER', transport: Transport.NATS, options: { servers: ['nats://127.0.0.1:4222'] } },
       (client) => ({
         transports: [
-          new ClientProxyTransport('js', client, { jetstream: { timeoutMs: 2000 }, pattern: (m) => `${stream}.${m.topic}` }),
+          new ClientProxyTransport('js', client, {
+            jetstream: { timeoutMs: 2000 },
+            pattern: (m) => `${stream}.${m.topic}`,
+          }),
         ],
         routes: [{ topic: '#', transport: 'js' }],
       }),
@@ -321,7 +362,16 @@ const natsUp = process.env.OUTBOX_TEST_NATS !== 'down';
     });
     const [row] = await outboxRows(app);
     await transport.send(
-      { id, topic: 'order.placed', key: 'k', payload: { n: 1 }, headers: {}, attempt: 2, createdAt: new Date(String(row.created_at)), signal: new AbortController().signal },
+      {
+        id,
+        topic: 'order.placed',
+        key: 'k',
+        payload: { n: 1 },
+        headers: {},
+        attempt: 2,
+        createdAt: new Date(String(row.created_at)),
+        signal: new AbortController().signal,
+      },
       { topic: '#', transport: 'again' },
     );
     expect((await jsm.streams.info(stream)).state.messages).toBe(1);

@@ -95,9 +95,16 @@ describe('routes to transports, beside handlers', () => {
     // The webhook failed once; the retry went to it alone.
     expect(receiver.requests).toHaveLength(2);
     expect(app.module.get(Local).seen).toHaveLength(1);
-    expect(memory.messages().map((m) => m.topic).sort()).toEqual(['invoice.sent', 'order.placed']);
+    expect(
+      memory
+        .messages()
+        .map((m) => m.topic)
+        .sort(),
+    ).toEqual(['invoice.sent', 'order.placed']);
     const row = (await outboxRows(app)).find((r) => r.id === id)!;
-    const completed = (typeof row.completed_handlers === 'string' ? JSON.parse(row.completed_handlers) : row.completed_handlers) as string[];
+    const completed = (
+      typeof row.completed_handlers === 'string' ? JSON.parse(row.completed_handlers) : row.completed_handlers
+    ) as string[];
     // Recorded when the first attempt failed: the two targets that the retry then skipped.
     expect([...completed].sort()).toEqual(['Local.handle', 'transport:audit']);
     expect(row.status).toBe('delivered');
@@ -105,7 +112,13 @@ describe('routes to transports, beside handlers', () => {
     const [, delivered] = receiver.requests;
     expect(delivered.headers['idempotency-key']).toBe(id);
     expect(verifyWebhookSignature(delivered.body, String(delivered.headers['x-outbox-signature']), 'shh')).toBe(true);
-    expect(JSON.parse(delivered.body)).toMatchObject({ id, topic: 'order.placed', key: 'o-1', attempt: 2, payload: { n: 1 } });
+    expect(JSON.parse(delivered.body)).toMatchObject({
+      id,
+      topic: 'order.placed',
+      key: 'o-1',
+      attempt: 2,
+      payload: { n: 1 },
+    });
   });
 
   it('waits as long as Retry-After asks, by the database clock', async () => {
@@ -170,9 +183,15 @@ describe('routes to transports, beside handlers', () => {
 
   it.each([
     ['a route naming an unknown transport', { routes: [{ topic: '#', transport: 'kafka' }] }, 'routes[0].transport'],
-    ['a webhook route without a usable URL', { routes: [{ topic: '#', transport: 'hooks', options: { url: 'ftp://x' } }] }, 'routes[0].options'],
+    [
+      'a webhook route without a usable URL',
+      { routes: [{ topic: '#', transport: 'hooks', options: { url: 'ftp://x' } }] },
+      'routes[0].options',
+    ],
   ])('refuses to start with %s', async (_name, extra, option) => {
-    const error = (await start(extra as Partial<OutboxModuleOptions>).catch((e: unknown) => e)) as OutboxConfigurationError;
+    const error = (await start(extra as Partial<OutboxModuleOptions>).catch(
+      (e: unknown) => e,
+    )) as OutboxConfigurationError;
     expect(error).toBeInstanceOf(OutboxConfigurationError);
     expect(error.option).toBe(option);
   });

@@ -31,8 +31,16 @@ class Seen {
 const SLEEPY = { worker: { enabled: true, pollIntervalMs: 3_600_000 } };
 
 const CLIENTS: Record<'redis' | 'nats', (port?: number) => ClientProviderOptions> = {
-  redis: (port = BROKERS.redis.port) => ({ name: 'WAKE', transport: Transport.REDIS, options: { host: '127.0.0.1', port } }),
-  nats: (port = BROKERS.nats.port) => ({ name: 'WAKE', transport: Transport.NATS, options: { servers: [`nats://127.0.0.1:${port}`] } }),
+  redis: (port = BROKERS.redis.port) => ({
+    name: 'WAKE',
+    transport: Transport.REDIS,
+    options: { host: '127.0.0.1', port },
+  }),
+  nats: (port = BROKERS.nats.port) => ({
+    name: 'WAKE',
+    transport: Transport.NATS,
+    options: { servers: [`nats://127.0.0.1:${port}`] },
+  }),
 };
 
 /** An instance whose wake-up goes through the broker client it registered with ClientsModule. */
@@ -92,11 +100,23 @@ describeBrokers('wake-up across instances through %s (ClientProxyWakeUp)', (brok
     const table = uniqueName();
     const channel = uniqueName('wake');
     // Nothing listens on port 1: every notification fails.
-    const publisher = await brokerInstance(backend, CLIENTS[broker as 'redis' | 'nats'](1), channel, { worker: { enabled: false } }, table, []);
+    const publisher = await brokerInstance(
+      backend,
+      CLIENTS[broker as 'redis' | 'nats'](1),
+      channel,
+      { worker: { enabled: false } },
+      table,
+      [],
+    );
     apps.push(publisher);
     const events: OutboxLifecycleEvent[] = [];
     publisher.module.get(OutboxEvents).events$.subscribe((e) => events.push(e));
-    const worker = await createTestApp({ backend, table, providers: [Seen], outbox: { worker: { enabled: true, pollIntervalMs: 200 } } });
+    const worker = await createTestApp({
+      backend,
+      table,
+      providers: [Seen],
+      outbox: { worker: { enabled: true, pollIntervalMs: 200 } },
+    });
     apps.push(worker);
     const { id } = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', {}));
     await eventually(() => events.some((e) => e.type === 'wake-up.lost' && e.side === 'notify'), 10_000, 'the report');
@@ -115,7 +135,14 @@ redis('wake-up through Redis after its subscription is lost', () => {
   it('subscribes again, looks for work once, and misses nothing sent meanwhile', async () => {
     const channel = uniqueName('wake');
     const table = uniqueName();
-    const publisher = await brokerInstance(backend, CLIENTS.redis(), channel, { worker: { enabled: false } }, table, []);
+    const publisher = await brokerInstance(
+      backend,
+      CLIENTS.redis(),
+      channel,
+      { worker: { enabled: false } },
+      table,
+      [],
+    );
     const worker = await brokerInstance(backend, CLIENTS.redis(), channel, SLEEPY, table);
     apps.push(publisher, worker);
     const events: OutboxLifecycleEvent[] = [];
@@ -127,7 +154,9 @@ redis('wake-up through Redis after its subscription is lost', () => {
       await eventually(async () => (await subscribed()) === 1, 10_000, 'the subscription');
       await admin.client('KILL', 'TYPE', 'pubsub');
       // Published while the subscriber may be gone: its message can be lost, the catch-up claim is not.
-      const during = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', { during: true }));
+      const during = await publisher.txHost.withTransaction(() =>
+        publisher.outbox.publish('wake.me', { during: true }),
+      );
       await eventually(async () => (await subscribed()) === 1, 10_000, 'the new subscription');
       const after = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', { after: true }));
       const seen = worker.module.get(Seen);

@@ -65,7 +65,12 @@ describeOn('postgres')('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)',
 
   async function pair() {
     const publisher = await createTestApp({ backend: 'postgres' }); // worker off: publishes only
-    const worker = await createTestApp({ backend: 'postgres', table: publisher.table, providers: [Seen], outbox: SLEEPY });
+    const worker = await createTestApp({
+      backend: 'postgres',
+      table: publisher.table,
+      providers: [Seen],
+      outbox: SLEEPY,
+    });
     apps.push(publisher, worker);
     return { publisher, worker, seen: worker.module.get(Seen), store: worker.module.get<OutboxStore>(OUTBOX_STORE) };
   }
@@ -89,7 +94,8 @@ describeOn('postgres')('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)',
     const publisher = await createTestApp({ backend: 'postgres' }); // worker off: no listener, only the notifier
     apps.push(publisher);
     // Watch the connections the wake-up opens of its own (with the pool's client class and settings).
-    const pool = (publisher.dataSource.driver as unknown as { master: { Client: new (o: unknown) => PgClient } }).master;
+    const pool = (publisher.dataSource.driver as unknown as { master: { Client: new (o: unknown) => PgClient } })
+      .master;
     const notified = deferred<{ client: PgClient; queries: string[] }>();
     const Base = pool.Client;
     pool.Client = class extends Base {
@@ -128,7 +134,11 @@ describeOn('postgres')('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)',
     const { publisher, seen } = await pair();
     const payload = { text: 'x'.repeat(64 * 1024), list: Array.from({ length: 500 }, (_, i) => ({ i })) };
     const { id } = await publisher.txHost.withTransaction(() => publisher.outbox.publish('wake.me', payload));
-    const delivered = await eventually(() => seen.messages.find((m) => m.message.id === id), 10_000, 'the notification');
+    const delivered = await eventually(
+      () => seen.messages.find((m) => m.message.id === id),
+      10_000,
+      'the notification',
+    );
     expect(delivered.message.payload).toEqual(payload);
   });
 

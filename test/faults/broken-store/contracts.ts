@@ -180,7 +180,9 @@ export const rolledBackPublishDoesNotExist = contract(
     // Asked through the store's own connection first: on SQLite that queues behind anything that
     // waited for the connection the rolled-back transaction held.
     const counts = await app.outbox.counts();
-    holds('noEvent', () => expect(counts).toEqual({ pending: 0, due: 0, scheduled: 0, inFlight: 0, delivered: 0, dead: 0 }));
+    holds('noEvent', () =>
+      expect(counts).toEqual({ pending: 0, due: 0, scheduled: 0, inFlight: 0, delivered: 0, dead: 0 }),
+    );
     const rows = await outboxRows(app);
     holds('noEvent', () => expect(rows).toEqual([]));
     expect(await app.raw.query(`SELECT * FROM "${app.ordersTable}"`)).toEqual([]);

@@ -39,19 +39,24 @@ export class VariantNotApplicableError extends Error {
  */
 export function ackWithoutToken(store: OutboxStore): PlantedVariant {
   let rewritten = 0;
-  return patchDialect(store, 'ackWithoutToken', (real) => ({
-    acknowledge(table, ids, token) {
-      const statement = real.acknowledge(table, ids, token);
-      const { sql, changed } = rewriteClauses(statement.sql, 'WHERE', (condition) =>
-        names(condition, 'claim_token') || names(condition, 'available_at') ? `(${condition} OR 1 = 1)` : undefined,
-      );
-      if (!changed.some((condition) => names(condition, 'claim_token'))) {
-        throw new VariantNotApplicableError('ackWithoutToken', 'claim token condition', statement.sql);
-      }
-      rewritten++;
-      return { ...statement, sql };
-    },
-  }), () => rewritten);
+  return patchDialect(
+    store,
+    'ackWithoutToken',
+    (real) => ({
+      acknowledge(table, ids, token) {
+        const statement = real.acknowledge(table, ids, token);
+        const { sql, changed } = rewriteClauses(statement.sql, 'WHERE', (condition) =>
+          names(condition, 'claim_token') || names(condition, 'available_at') ? `(${condition} OR 1 = 1)` : undefined,
+        );
+        if (!changed.some((condition) => names(condition, 'claim_token'))) {
+          throw new VariantNotApplicableError('ackWithoutToken', 'claim token condition', statement.sql);
+        }
+        rewritten++;
+        return { ...statement, sql };
+      },
+    }),
+    () => rewritten,
+  );
 }
 
 /**
@@ -62,15 +67,21 @@ export function ackWithoutToken(store: OutboxStore): PlantedVariant {
  */
 export function claimIgnoresLease(store: OutboxStore): PlantedVariant {
   let rewritten = 0;
-  return patchClaim(store, 'claimIgnoresLease', 'due-time condition', (statement) => {
-    const { sql, changed } = rewriteClauses(statement.sql, 'WHERE', (condition) => {
-      const column = identifier(condition, 'available_at');
-      if (!column || names(condition, 'claim_token')) return undefined;
-      return `(${condition} OR ${column.replace('available_at', 'claim_token')} IS NOT NULL)`;
-    });
-    rewritten += changed.length;
-    return { statement: { ...statement, sql }, changed: changed.length };
-  }, () => rewritten);
+  return patchClaim(
+    store,
+    'claimIgnoresLease',
+    'due-time condition',
+    (statement) => {
+      const { sql, changed } = rewriteClauses(statement.sql, 'WHERE', (condition) => {
+        const column = identifier(condition, 'available_at');
+        if (!column || names(condition, 'claim_token')) return undefined;
+        return `(${condition} OR ${column.replace('available_at', 'claim_token')} IS NOT NULL)`;
+      });
+      rewritten += changed.length;
+      return { statement: { ...statement, sql }, changed: changed.length };
+    },
+    () => rewritten,
+  );
 }
 
 /**
@@ -81,18 +92,24 @@ export function claimIgnoresLease(store: OutboxStore): PlantedVariant {
  */
 export function attemptsNotCounted(store: OutboxStore): PlantedVariant {
   let rewritten = 0;
-  return patchClaim(store, 'attemptsNotCounted', 'assignment to attempts', (statement) => {
-    const { sql, changed } = rewriteClauses(statement.sql, 'SET', (assignment) => {
-      const match = /^((?:[\w]+\.)?([`"])attempts\2)\s*=\s*([\s\S]+)$/.exec(assignment);
-      if (!match) return undefined;
-      const column = `${match[2]}attempts${match[2]}`;
-      return `${match[1]} = ${column} + 0 * (${match[3]})`;
-    });
-    rewritten += changed.length;
-    // Only the claim's UPDATE has a SET clause; MySQL's locking selection has nothing to break.
-    const isUpdate = clauses(statement.sql, 'SET').length > 0;
-    return { statement: { ...statement, sql }, changed: isUpdate ? changed.length : undefined };
-  }, () => rewritten);
+  return patchClaim(
+    store,
+    'attemptsNotCounted',
+    'assignment to attempts',
+    (statement) => {
+      const { sql, changed } = rewriteClauses(statement.sql, 'SET', (assignment) => {
+        const match = /^((?:[\w]+\.)?([`"])attempts\2)\s*=\s*([\s\S]+)$/.exec(assignment);
+        if (!match) return undefined;
+        const column = `${match[2]}attempts${match[2]}`;
+        return `${match[1]} = ${column} + 0 * (${match[3]})`;
+      });
+      rewritten += changed.length;
+      // Only the claim's UPDATE has a SET clause; MySQL's locking selection has nothing to break.
+      const isUpdate = clauses(statement.sql, 'SET').length > 0;
+      return { statement: { ...statement, sql }, changed: isUpdate ? changed.length : undefined };
+    },
+    () => rewritten,
+  );
 }
 
 /**
@@ -126,9 +143,11 @@ export function publishAutocommits(store: OutboxStore): PlantedVariant {
     diverted++;
     if (!isSqlite(store.dataSource)) return onFreshConnection(events);
     const gate = sqliteGateFor(store.dataSource);
-    const write = outsideCallerContext(() => gate.exclusive(() => onFreshConnection(events))).catch((error: unknown) => {
-      failures.push(error);
-    });
+    const write = outsideCallerContext(() => gate.exclusive(() => onFreshConnection(events))).catch(
+      (error: unknown) => {
+        failures.push(error);
+      },
+    );
     pending.add(write);
     void write.finally(() => pending.delete(write));
     return events.map(() => ({ id: randomUUID(), inserted: true }));
@@ -189,30 +208,35 @@ function patchClaim(
   rewrite: (statement: Statement) => { statement: Statement; changed: number | undefined },
   applied: () => number,
 ): PlantedVariant {
-  return patchDialect(store, name, (real) => ({
-    async claim(executor, table, args) {
-      const seen: string[] = [];
-      let changed = 0;
-      let relevant = false;
-      const through = (statement: Statement) => {
-        const result = rewrite(statement);
-        seen.push(statement.sql);
-        if (result.changed !== undefined) {
-          relevant = true;
-          changed += result.changed;
-        }
-        return result.statement;
-      };
-      const rewriting: SqlExecutor = {
-        run: (statement) => executor.run(through(statement)),
-        transaction: (work) => executor.transaction((run) => work((statement) => run(through(statement)))),
-      };
-      // `this` is the patched dialect, so the claim's own calls (claimSelection…) reach the real methods.
-      const rows = await real.claim.call(this, rewriting, table, args);
-      if (relevant && changed === 0) throw new VariantNotApplicableError(name, what, seen.join('\n;\n'));
-      return rows;
-    },
-  }), applied);
+  return patchDialect(
+    store,
+    name,
+    (real) => ({
+      async claim(executor, table, args) {
+        const seen: string[] = [];
+        let changed = 0;
+        let relevant = false;
+        const through = (statement: Statement) => {
+          const result = rewrite(statement);
+          seen.push(statement.sql);
+          if (result.changed !== undefined) {
+            relevant = true;
+            changed += result.changed;
+          }
+          return result.statement;
+        };
+        const rewriting: SqlExecutor = {
+          run: (statement) => executor.run(through(statement)),
+          transaction: (work) => executor.transaction((run) => work((statement) => run(through(statement)))),
+        };
+        // `this` is the patched dialect, so the claim's own calls (claimSelection…) reach the real methods.
+        const rows = await real.claim.call(this, rewriting, table, args);
+        if (relevant && changed === 0) throw new VariantNotApplicableError(name, what, seen.join('\n;\n'));
+        return rows;
+      },
+    }),
+    applied,
+  );
 }
 
 /** True when `sql` refers to the quoted column `column` ("x" or `x`, qualified or not). */
