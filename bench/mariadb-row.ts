@@ -23,6 +23,7 @@ import { outboxTable } from '../lib/dialects/shared/outbox-table';
 import type { SqlExecutor, Statement } from '../lib/dialects/shared/outbox-dialect.interface';
 import { createTables, dropTables, fill, raw, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayTable } from './relay';
+import { acknowledgeStatement } from '../lib/dialects/shared/outcome-statements';
 import { median } from './median';
 
 const EVENTS = 50_000;
@@ -89,7 +90,8 @@ async function library(r: Raw): Promise<Cost> {
     },
     async (rows) =>
       void (await run(
-        dialect.acknowledge(
+        acknowledgeStatement(
+          dialect.flavor,
           table,
           rows.map((row) => String(row.id)),
           token,
@@ -121,7 +123,8 @@ async function lean(r: Raw): Promise<Cost> {
         return rows;
       }),
     async (rows) => {
-      const { sql, params } = dialect.acknowledge(
+      const { sql, params } = acknowledgeStatement(
+        dialect.flavor,
         table,
         rows.map((row) => String(row.id)),
         token,

@@ -116,8 +116,8 @@ export async function createTables(db: Db, r: Raw, table: string): Promise<void>
   const type = db === 'postgres' ? 'postgres' : db === 'mariadb' ? 'mariadb' : 'better-sqlite3';
   const dialect = dialectForType(type);
   // The table as the latest migrations leave it.
-  const steps = OUTBOX_SCHEMA_VERSIONS.flatMap((step) => dialect.upgrade(step.version, outboxTable(table)));
-  for (const sql of [...dialect.createSchema(outboxTable(table)), ...steps]) await r.query(sql);
+  const steps = OUTBOX_SCHEMA_VERSIONS.flatMap((step) => dialect.schema.upgrade(step.version, outboxTable(table)));
+  for (const sql of [...dialect.schema.createSchema(outboxTable(table)), ...steps]) await r.query(sql);
   await r.query(
     `CREATE TABLE ${q(db, `${table}_orders`)} (${q(db, 'id')} varchar(36) PRIMARY KEY, ${q(db, 'amount')} integer NOT NULL)`,
   );

@@ -17,6 +17,7 @@ import { indexNames } from '../lib/dialects/shared/dialect.util';
 import { outboxTable } from '../lib/dialects/shared/outbox-table';
 import { OUTBOX_SCHEMA_VERSIONS } from '../lib/schema/outbox-migrations';
 import { uuidv7 } from '../lib/utils/uuidv7';
+import { insertStatement } from '../lib/dialects/shared/insert-statement';
 import { median } from './median';
 
 const FILE = '/tmp/outbox-sqlite-enqueue.sqlite';
@@ -77,13 +78,15 @@ function rate(variant: Variant): number {
   const library =
     variant === 'relay' || variant === 'business only'
       ? undefined
-      : db.prepare(dialect.insert(table, [{ id: uuidv7(), event }]).sql);
+      : db.prepare(insertStatement(dialect.flavor, table, [{ id: uuidv7(), event }]).sql);
   const transaction = db.transaction(() => {
     const id = randomUUID();
     order.run(id);
     const payloadJson = JSON.stringify({ orderId: id, amount: 42 });
     relay?.run(payloadJson);
-    library?.run(...dialect.insert(table, [{ id: uuidv7(), event: { ...event, payloadJson } }]).params);
+    library?.run(
+      ...insertStatement(dialect.flavor, table, [{ id: uuidv7(), event: { ...event, payloadJson } }]).params,
+    );
   });
   let count = 0;
   const until = performance.now() + SECONDS * 1000;

@@ -21,6 +21,8 @@ import { appendAttempt, type AttemptLogSql } from '../lib/dialects/shared/attemp
 import { uuidv7 } from '../lib/utils/uuidv7';
 import { outboxTable } from '../lib/dialects/shared/outbox-table';
 import type { SqlExecutor, Statement } from '../lib/dialects/shared/outbox-dialect.interface';
+import { insertStatement } from '../lib/dialects/shared/insert-statement';
+import { acknowledgeStatement } from '../lib/dialects/shared/outcome-statements';
 import { median } from './median';
 
 const EVENTS = 50_000;
@@ -81,7 +83,8 @@ async function library(): Promise<Cost> {
   };
   db.transaction(() => {
     for (let done = 0; done < EVENTS; done += 500) {
-      const { sql, params } = dialect.insert(
+      const { sql, params } = insertStatement(
+        dialect.flavor,
         table,
         Array.from({ length: 500 }, () => ({ id: uuidv7(), event })),
       );
@@ -101,7 +104,8 @@ async function library(): Promise<Cost> {
       return dialect.claim(executor, table, { batchSize: BATCH, token, leaseMs: LEASE_MS, maxAttempts: MAX_ATTEMPTS });
     },
     (rows) => {
-      const { sql, params } = dialect.acknowledge(
+      const { sql, params } = acknowledgeStatement(
+        dialect.flavor,
         table,
         rows.map((row) => String(row.id)),
         token,

@@ -1,4 +1,5 @@
 import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
+import { noAttemptLeft } from '../dialects/shared/claim-rules';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
 import { LIMITS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
@@ -71,7 +72,7 @@ export function decideFailure(
   return {
     errorText,
     completedHandlers: [...event.completedHandlers, ...succeeded],
-    deadLetter: nonRetryable || event.attempts >= retry.maxAttempts,
+    deadLetter: nonRetryable || noAttemptLeft(event.attempts, retry.maxAttempts),
     nonRetryable,
     retryDelayMs,
   };

@@ -1,4 +1,5 @@
-import type { Bind, SqlFlavor, Statement } from '../dialects/shared/outbox-dialect.interface';
+import type { SqlFlavor, Statement } from '../dialects/shared/outbox-dialect.interface';
+import { StatementBuilder } from '../dialects/shared/statement-builder';
 import type { OutboxTable } from '../dialects/shared/outbox-table';
 import type { OutboxEventState } from '../interfaces/outbox-operations.interface';
 import type { EventQuery } from './operations-input';
@@ -6,22 +7,6 @@ import type { EventQuery } from './operations-input';
 /** LIKE's escape character, the same on every database (a backslash is not: MySQL reads it in literals). */
 const ESCAPE = '!';
 const escapeLike = (text: string) => text.replace(/[!%_]/g, (c) => `${ESCAPE}${c}`);
-
-/** Builds one statement: parameters bound in order, placeholders in the database's form. */
-export class StatementBuilder {
-  readonly params: unknown[] = [];
-
-  constructor(readonly f: SqlFlavor) {}
-
-  readonly bind: Bind = (value) => {
-    this.params.push(value);
-    return this.f.placeholder(this.params.length);
-  };
-
-  statement(sql: string): Statement {
-    return { sql, params: this.params };
-  }
-}
 
 /**
  * SQL for the operations service, one builder for every database: the differences (quoting,
@@ -108,7 +93,7 @@ export class OperationsStatements {
 
   /** Whole events with their state, in id order, after the keyset position `after`. */
   page(q: EventQuery, args: { limit: number; newestFirst: boolean; after?: string; columns?: string }): Statement {
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     const where = this.conditions(b, q);
     if (args.after) where.push(`${this.c('id')} ${args.newestFirst ? '<' : '>'} ${b.bind(args.after)}`);
     const columns = args.columns ?? `${this.f.columns}, ${this.state()} AS ${this.c('op_state')}`;
@@ -126,7 +111,7 @@ export class OperationsStatements {
    */
   lock(ids: string[]): Statement | undefined {
     if (!this.f.forUpdate) return undefined;
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     return b.statement(
       `SELECT ${this.c('id')} FROM ${this.t} WHERE ${this.idIn(b, ids)} ORDER BY ${this.c('id')}${this.f.forUpdate}`,
     );
@@ -138,7 +123,7 @@ export class OperationsStatements {
    * event another transaction made due meanwhile was still scheduled.
    */
   states(ids: string[]): Statement {
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     return b.statement(
       `SELECT ${this.c('id')}, ${this.state()} AS ${this.c('op_state')} FROM ${this.t} WHERE ${this.idIn(b, ids)}`,
     );
@@ -162,7 +147,7 @@ export class OperationsStatements {
 
   /** Dead letters back to pending, due now, if they are still dead. */
   redrive(ids: string[], reset: boolean, maxAttempts: number): Statement {
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     const c = (name: string) => this.c(name);
     const attempts = reset
       ? '0'
@@ -178,7 +163,7 @@ export class OperationsStatements {
   }
 
   discard(ids: string[]): Statement {
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     return b.statement(`DELETE FROM ${this.t} WHERE ${this.idIn(b, ids)} AND ${this.c('status')} = 'dead'`);
   }
 
@@ -188,7 +173,7 @@ export class OperationsStatements {
    * made one due, which this makes it anyway; checking it again would leave unchanged an event counted.
    */
   deliverNow(ids: string[]): Statement {
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     return b.statement(
       `UPDATE ${this.t} SET ${this.c('available_at')} = ${this.f.now} ` +
         `WHERE ${this.idIn(b, ids)} AND ${this.c('status')} = 'pending' AND ${this.c('claim_token')} IS NULL`,
@@ -219,7 +204,7 @@ export class OperationsStatements {
 
   /** Deliveries of the last hour and minute, from the retention index alone (no row is read). */
   recentDeliveries(): Statement {
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     const c = (name: string) => this.c(name);
     const minute = this.f.ago(b.bind, 60_000);
     const hour = this.f.ago(b.bind, 3_600_000);
@@ -253,7 +238,7 @@ export class OperationsStatements {
    * since is finished after it too, so this range (through the retention index) holds the last claim.
    */
   lastClaimSince(since: Date): Statement {
-    const b = new StatementBuilder(this.f);
+    const b = new StatementBuilder(this.f.placeholder);
     const c = (name: string) => this.c(name);
     return b.statement(
       `SELECT ${this.f.timeText(`MAX(${c('claimed_at')})`)} AS ${c('last_claim_at')} FROM ${this.t} ` +

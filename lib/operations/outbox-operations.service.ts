@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { toDate } from '../dialects/shared/dialect.util';
+import { toDate } from '../dialects/shared/outbox-columns';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type {
   OutboxEventDetails,

@@ -1,7 +1,8 @@
-import { Column, Entity, PrimaryColumn, type ValueTransformer } from 'typeorm';
+import { Column, Entity, PrimaryColumn, type ColumnOptions, type ValueTransformer } from 'typeorm';
 import { DEFAULT_TABLE_NAME } from '../outbox.constants';
 import { validateTableName } from './table-name';
-import type { OutboxAttemptRecord, OutboxEventRecord, OutboxStatus } from '../interfaces/outbox-event-record.interface';
+import type { OutboxEventRecord } from '../interfaces/outbox-event-record.interface';
+import { OUTBOX_COLUMNS, type OutboxColumn } from '../dialects/shared/outbox-columns';
 import { decodeAttemptLog } from '../dialects/shared/attempt-log';
 
 /** JSON columns are `jsonb` on PostgreSQL and TEXT on SQLite; read them the same way on both. */
@@ -21,6 +22,23 @@ const attemptLog: ValueTransformer = {
   from: (value: unknown) => decodeAttemptLog(value),
 };
 
+/** A column's options as TypeORM takes them: the portable types every database accepts. */
+function columnOptions(column: OutboxColumn): ColumnOptions {
+  const base: ColumnOptions = { name: column.name, nullable: column.nullable };
+  switch (column.kind) {
+    case 'text':
+      return column.length ? { ...base, type: 'varchar', length: column.length } : { ...base, type: 'text' };
+    case 'json':
+      return { ...base, type: 'text', transformer: json };
+    case 'time':
+      return { ...base, type: 'varchar', transformer: time };
+    case 'integer':
+      return { ...base, type: 'integer' };
+    case 'history':
+      return { ...base, type: 'text', transformer: attemptLog };
+  }
+}
+
 export type OutboxEventEntityClass = new () => OutboxEventRecord;
 
 const entities = new Map<string, OutboxEventEntityClass>();
@@ -37,34 +55,19 @@ export function createOutboxEntity(tableName: string = DEFAULT_TABLE_NAME): Outb
   const existing = entities.get(tableName);
   if (existing) return existing;
 
-  @Entity({ name: tableName, synchronize: false })
-  class OutboxEvent implements OutboxEventRecord {
-    @PrimaryColumn({ type: 'varchar', length: 36 }) id!: string;
-    @Column({ type: 'varchar', length: 128 }) topic!: string;
-    @Column({ type: 'varchar', length: 255, nullable: true }) key!: string | null;
-    @Column({ name: 'dedupe_key', type: 'varchar', length: 255, nullable: true }) dedupeKey!: string | null;
-    @Column({ type: 'text', transformer: json }) payload!: unknown;
-    @Column({ type: 'text', transformer: json }) headers!: Record<string, string>;
-    @Column({ type: 'varchar', length: 16 }) status!: OutboxStatus;
-    @Column({ type: 'integer' }) attempts!: number;
-    @Column({ name: 'available_at', type: 'varchar', transformer: time }) availableAt!: Date;
-    @Column({ name: 'claim_token', type: 'varchar', length: 36, nullable: true }) claimToken!: string | null;
-    @Column({ name: 'completed_handlers', type: 'text', transformer: json }) completedHandlers!: string[];
-    @Column({ name: 'last_error', type: 'text', nullable: true }) lastError!: string | null;
-    @Column({ name: 'expired_attempts', type: 'integer' }) expiredAttempts!: number;
-    @Column({ name: 'last_expired_attempt', type: 'integer', nullable: true }) lastExpiredAttempt!: number | null;
-    @Column({ name: 'note', type: 'text', nullable: true }) note!: string | null;
-    @Column({ name: 'created_at', type: 'varchar', transformer: time }) createdAt!: Date;
-    @Column({ name: 'processed_at', type: 'varchar', nullable: true, transformer: time }) processedAt!: Date | null;
-    @Column({ name: 'claimed_at', type: 'varchar', nullable: true, transformer: time }) claimedAt!: Date | null;
-    @Column({ name: 'attempt_log', type: 'text', nullable: true, transformer: attemptLog })
-    attemptLog!: OutboxAttemptRecord[];
-    @Column({ name: 'redrive_count', type: 'integer' }) redriveCount!: number;
+  // The columns come from the one list (outbox-columns.ts), decorated as `@Column()` would.
+  class OutboxEvent {}
+  for (const column of OUTBOX_COLUMNS) {
+    const options = columnOptions(column);
+    const decorator = column.primary ? PrimaryColumn({ ...options, nullable: false }) : Column(options);
+    decorator(OutboxEvent.prototype, column.property);
   }
+  Entity({ name: tableName, synchronize: false })(OutboxEvent);
   const named = tableName === DEFAULT_TABLE_NAME ? 'OutboxEventEntity' : `OutboxEventEntity_${tableName}`;
   Object.defineProperty(OutboxEvent, 'name', { value: named });
-  entities.set(tableName, OutboxEvent);
-  return OutboxEvent;
+  const entity = OutboxEvent as OutboxEventEntityClass;
+  entities.set(tableName, entity);
+  return entity;
 }
 
 /** The entity of the default `outbox_event` table. */

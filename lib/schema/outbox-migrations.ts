@@ -46,8 +46,8 @@ function upgradeMigration(step: OutboxSchemaVersion, tableName: string): OutboxM
   const migration = outboxMigrationClass(
     name,
     tableName,
-    (dialect, table) => dialect.upgrade(step.version, table),
-    (dialect, table) => dialect.downgrade(step.version, table),
+    (dialect, table) => dialect.schema.upgrade(step.version, table),
+    (dialect, table) => dialect.schema.downgrade(step.version, table),
   );
   upgrades.set(name, migration);
   return migration;

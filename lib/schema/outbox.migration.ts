@@ -24,8 +24,8 @@ export function createOutboxMigration(tableName: string = DEFAULT_TABLE_NAME): O
   const migration = outboxMigrationClass(
     name,
     tableName,
-    (dialect, table) => dialect.createSchema(table),
-    (dialect, table) => dialect.dropSchema(table),
+    (dialect, table) => dialect.schema.createSchema(table),
+    (dialect, table) => dialect.schema.dropSchema(table),
   );
   migrations.set(tableName, migration);
   return migration;

@@ -1,7 +1,8 @@
-import type { DialectTraits } from '../dialects/shared/outbox-dialect.interface';
+import type { DialectTraits, OutboxDialect, Statement } from '../dialects/shared/outbox-dialect.interface';
+import type { OutboxTable } from '../dialects/shared/outbox-table';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
+import { insertStatement, PARAMETERS_PER_INSERTED_ROW } from '../dialects/shared/insert-statement';
 
-const COLUMNS_PER_INSERTED_ROW = 8;
 /** The INSERT's own text, generously; and a row's beyond its payload and headers (ids, keys, topic, times). */
 const INSERT_STATEMENT_BYTES = 1024;
 const INSERT_ROW_BYTES = 2048;
@@ -12,7 +13,7 @@ const INSERT_ROW_BYTES = 2048;
  * may double them, and a row that alone is too big still goes alone (the server then says so).
  */
 export function insertChunks<T extends { event: ValidatedEvent }>(rows: T[], dialect: DialectTraits): T[][] {
-  const maxRows = Math.floor(dialect.maxParameters / COLUMNS_PER_INSERTED_ROW);
+  const maxRows = Math.floor(dialect.maxParameters / PARAMETERS_PER_INSERTED_ROW);
   const maxBytes = dialect.maxStatementBytes;
   const chunks: T[][] = [];
   let chunk: T[] = [];
@@ -32,4 +33,13 @@ export function insertChunks<T extends { event: ValidatedEvent }>(rows: T[], dia
   }
   if (chunk.length > 0) chunks.push(chunk);
   return chunks;
+}
+
+/** The INSERTs of `rows`, one per chunk. */
+export function insertStatements(
+  rows: Array<{ id: string; event: ValidatedEvent }>,
+  dialect: OutboxDialect,
+  table: OutboxTable,
+): Statement[] {
+  return insertChunks(rows, dialect).map((chunk) => insertStatement(dialect.flavor, table, chunk));
 }

@@ -1,3 +1,4 @@
+import { acknowledgeStatement, failStatement, releaseStatement } from '../dialects/shared/outcome-statements';
 import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -26,7 +27,7 @@ import { uuidv7 } from '../utils/uuidv7';
 import { CommitWatcher, transactionDepth } from './commit-watcher';
 import { createSqlExecutor, queryOn } from './sql-executor';
 import { verifyOutboxTable } from './table-check';
-import { insertChunks } from './insert-chunks';
+import { insertStatements } from './insert-chunks';
 import { keyNotStored, sameContent, sameStored } from './dedupe-keys';
 
 export interface ClaimResult {
@@ -162,8 +163,7 @@ export class OutboxStore implements OnModuleInit {
 
     const runner = manager.queryRunner!;
     const published = this.commits.published(runner);
-    for (const chunk of insertChunks(fresh, this.dialect))
-      await this.runIn(manager, this.dialect.insert(this.table, chunk));
+    for (const statement of insertStatements(fresh, this.dialect, this.table)) await this.runIn(manager, statement);
 
     // A concurrent transaction may have committed the same dedupe key between the check and the
     // insert; ON CONFLICT DO NOTHING then skipped our row, so resolve it against the winner.
@@ -256,12 +256,12 @@ export class OutboxStore implements OnModuleInit {
   /** Acknowledges a batch in one statement; returns how many `token` still held (the rest lost their lease). */
   async acknowledge(ids: string[], token: string): Promise<number> {
     if (ids.length === 0) return 0;
-    return (await this.executor.run(this.dialect.acknowledge(this.table, ids, token))).affected;
+    return (await this.executor.run(acknowledgeStatement(this.dialect.flavor, this.table, ids, token))).affected;
   }
 
   /** Each returns false when the token no longer owns a live lease: nothing was changed. */
   async fail(id: string, token: string, update: FailureUpdate): Promise<boolean> {
-    return (await this.executor.run(this.dialect.fail(this.table, id, token, update))).affected === 1;
+    return (await this.executor.run(failStatement(this.dialect.flavor, this.table, id, token, update))).affected === 1;
   }
 
   async release(id: string, token: string, uncount: boolean): Promise<boolean> {
@@ -271,7 +271,7 @@ export class OutboxStore implements OnModuleInit {
   /** Gives claimed events back in one statement; returns how many `token` still held. */
   async releaseMany(ids: string[], token: string, uncount: boolean): Promise<number> {
     if (ids.length === 0) return 0;
-    return (await this.executor.run(this.dialect.release(this.table, ids, token, uncount))).affected;
+    return (await this.executor.run(releaseStatement(this.dialect.flavor, this.table, ids, token, uncount))).affected;
   }
 
   /** Deletes one retention batch (see `RetentionStatements.purge`); returns how many rows it deleted. */

@@ -24,7 +24,7 @@ export async function verifyOutboxTable(
       table.path,
       `A table "${tableName}" exists where the connection resolves unqualified names: an earlier version put it ` +
         `there, ignoring the DataSource's schema/entityPrefix. Move it (with its events) before starting: ` +
-        dialect.relocate(bare, table).join('; '),
+        dialect.schema.relocate(bare, table).join('; '),
     );
   }
   throw new OutboxTableMissingError(
@@ -44,7 +44,7 @@ async function verifySchemaVersion(
   // Column name → its character set (null where the database keeps none per column), and whether its
   // comparisons keep trailing spaces (undefined where the database never pads).
   const columns = new Map(
-    (await rows(dialect.columns(table))).map((row) => [
+    (await rows(dialect.schema.columns(table))).map((row) => [
       String(row.name),
       {
         charset: row.charset == null ? null : (row.charset as string),
@@ -52,7 +52,7 @@ async function verifySchemaVersion(
       },
     ]),
   );
-  const indexes = new Set((await rows(dialect.indexes(table))).map((row) => String(row.name)));
+  const indexes = new Set((await rows(dialect.schema.indexes(table))).map((row) => String(row.name)));
   const index = indexNames(table.name);
   const reached = (marker: OutboxSchemaVersion['marker']) => {
     if (!('column' in marker)) return indexes.has(index[marker.index]);
@@ -73,7 +73,7 @@ async function verifySchemaVersion(
 }
 
 async function exists(executor: SqlExecutor, dialect: OutboxDialect, table: OutboxTable): Promise<boolean> {
-  const { rows } = await executor.run(dialect.tableExists(table));
+  const { rows } = await executor.run(dialect.schema.tableExists(table));
   const found = rows[0]?.found;
   return found === true || Number(found) > 0;
 }

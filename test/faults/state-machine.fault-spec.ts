@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { LEASE_EXPIRED } from '../../lib/dialects/shared/dialect.util';
+import { LEASE_EXPIRED } from '../../lib/dialects/shared/claim-rules';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends, type BackendName } from '../fixtures/backends';

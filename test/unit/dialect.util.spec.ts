@@ -3,11 +3,11 @@ import {
   driverErrno,
   driverErrorCode,
   indexNames,
-  LEASE_EXPIRED,
   previousAttemptExpired,
   quoteIdent,
   versionAtLeast,
 } from '../../lib/dialects/shared/dialect.util';
+import { LEASE_EXPIRED } from '../../lib/dialects/shared/claim-rules';
 import type { StoredEvent } from '../../lib/dialects/shared/outbox-dialect.interface';
 import { dialectForType } from '../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../lib/dialects/shared/outbox-table';
@@ -197,13 +197,17 @@ describe('schema steps', () => {
       const dialect = dialectForType(type);
       const table = outboxTable('outbox_event');
       for (const { version } of OUTBOX_SCHEMA_VERSIONS) {
-        expect(Array.isArray(dialect.upgrade(version, table))).toBe(true);
-        expect(Array.isArray(dialect.downgrade(version, table))).toBe(true);
+        expect(Array.isArray(dialect.schema.upgrade(version, table))).toBe(true);
+        expect(Array.isArray(dialect.schema.downgrade(version, table))).toBe(true);
       }
       const next = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version + 1;
       for (const version of [1, next]) {
-        expect(() => dialect.upgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
-        expect(() => dialect.downgrade(version, table)).toThrow(`no outbox schema change leads to version ${version}`);
+        expect(() => dialect.schema.upgrade(version, table)).toThrow(
+          `no outbox schema change leads to version ${version}`,
+        );
+        expect(() => dialect.schema.downgrade(version, table)).toThrow(
+          `no outbox schema change leads to version ${version}`,
+        );
       }
     },
   );

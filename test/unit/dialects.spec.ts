@@ -3,7 +3,8 @@ import { OutboxUnsupportedDatabaseError } from '../../lib';
 import { MysqlDialect } from '../../lib/dialects/mysql/mysql.dialect';
 import type { OutboxDialect, SqlExecutor } from '../../lib/dialects/shared/outbox-dialect.interface';
 import { PostgresDialect } from '../../lib/dialects/postgres/postgres.dialect';
-import { SqliteDialect, sqliteOffset } from '../../lib/dialects/sqlite/sqlite.dialect';
+import { SqliteDialect } from '../../lib/dialects/sqlite/sqlite.dialect';
+import { sqliteOffset } from '../../lib/dialects/sqlite/sqlite-flavor';
 import { sqliteFile } from '../../lib/dialects/sqlite/sqlite-file-wake-up';
 
 /**

@@ -27,12 +27,12 @@ describe('released schema versions', () => {
   it.each(cases)('$key: every version builds the statements it was released with', ({ key, type, table }) => {
     const dialect = dialectForType(type);
     expect({
-      v1: { up: dialect.createSchema(table), down: dialect.dropSchema(table) },
-      v2: { up: dialect.upgrade(2, table), down: dialect.downgrade(2, table) },
-      v3: { up: dialect.upgrade(3, table), down: dialect.downgrade(3, table) },
-      v4: { up: dialect.upgrade(4, table), down: dialect.downgrade(4, table) },
-      v5: { up: dialect.upgrade(5, table), down: dialect.downgrade(5, table) },
-      v6: { up: dialect.upgrade(6, table), down: dialect.downgrade(6, table) },
+      v1: { up: dialect.schema.createSchema(table), down: dialect.schema.dropSchema(table) },
+      v2: { up: dialect.schema.upgrade(2, table), down: dialect.schema.downgrade(2, table) },
+      v3: { up: dialect.schema.upgrade(3, table), down: dialect.schema.downgrade(3, table) },
+      v4: { up: dialect.schema.upgrade(4, table), down: dialect.schema.downgrade(4, table) },
+      v5: { up: dialect.schema.upgrade(5, table), down: dialect.schema.downgrade(5, table) },
+      v6: { up: dialect.schema.upgrade(6, table), down: dialect.schema.downgrade(6, table) },
     }).toEqual(released[key]);
   });
 });

@@ -1,3 +1,4 @@
+import { OUTBOX_COLUMNS, type OutboxColumn } from '../shared/outbox-columns';
 import type { OutboxTable } from '../shared/outbox-table';
 
 /** The database clock, in UTC: every stored time is a UTC DATETIME(6). */
@@ -20,26 +21,9 @@ export function utcDatetime(date: Date): string {
  * `timezone` nor the session's matters.
  */
 export const utcText = (expression: string) => `DATE_FORMAT(${expression}, '%Y-%m-%dT%H:%i:%s.%fZ')`;
-const utc = (column: string) => `${utcText(q(column))} AS ${q(column)}`;
-export const COLUMNS = [
-  '`id`',
-  '`topic`',
-  '`key`',
-  '`dedupe_key`',
-  '`payload`',
-  '`headers`',
-  '`status`',
-  '`attempts`',
-  utc('available_at'),
-  '`claim_token`',
-  '`completed_handlers`',
-  '`last_error`',
-  '`expired_attempts`',
-  '`last_expired_attempt`',
-  '`note`',
-  utc('created_at'),
-  utc('processed_at'),
-  utc('claimed_at'),
-  '`attempt_log`',
-  '`redrive_count`',
-].join(', ');
+/** A column as a SELECT reads it: a time as UTC text (see `utcText`). */
+export const selected = ({ name, kind }: OutboxColumn) =>
+  kind === 'time' ? `${utcText(q(name))} AS ${q(name)}` : q(name);
+
+/** Every column, as `decode` reads them. */
+export const COLUMNS = OUTBOX_COLUMNS.map(selected).join(', ');

@@ -21,7 +21,8 @@ export interface AttemptEntrySql {
   startedAt: string;
   finishedAt: string;
   outcome: string;
-  error: string;
+  /** NULL (no error) as each database types it, or an expression. */
+  error: string | null;
   round: string;
 }
 

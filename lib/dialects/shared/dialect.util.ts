@@ -1,9 +1,9 @@
-import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
-import type { ClaimedEvent, OutboxStatus, SchemaStatements, StoredEvent } from './outbox-dialect.interface';
+import type { ClaimedEvent, SchemaStatements, StoredEvent } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 
 import { OutboxUnsupportedDatabaseError } from '../../errors/outbox.errors';
-import { decodeAttemptLog } from './attempt-log';
+import { CLAIMED, OUTBOX_COLUMNS, INSERTED, rowDecoder } from './outbox-columns';
+import { LEASE_EXPIRED, NO_OUTCOME } from './claim-rules';
 
 /** The driver's error code (`40P01`, `ER_LOCK_DEADLOCK`, `SQLITE_BUSY`…) or errno, through TypeORM's wrapper. */
 export function driverErrorCode(error: unknown): string | number | undefined {
@@ -49,122 +49,17 @@ export function indexNames(table: string) {
   return { claim: `${table}_claim_idx`, dedupe: `${table}_dedupe_idx`, retention: `${table}_retention_idx` };
 }
 
-function parseJson(value: unknown): unknown {
-  if (typeof value !== 'string') return value;
-  // The common empty values, without the parser: decoding is a large part of a fast drain.
-  if (value === '[]') return [];
-  if (value === '{}') return {};
-  return JSON.parse(value);
-}
-
-export function toDate(value: unknown): Date {
-  return value instanceof Date ? value : new Date(String(value));
-}
-
 /** Decodes a raw row; JSON and time columns may arrive as text (SQLite) or already parsed (PostgreSQL). */
-export function decodeRow(row: Record<string, unknown>): StoredEvent {
-  return {
-    id: String(row.id),
-    topic: String(row.topic),
-    key: (row.key as string | null) ?? null,
-    dedupeKey: (row.dedupe_key as string | null) ?? null,
-    payload: parseJson(row.payload),
-    headers: (parseJson(row.headers) as Record<string, string>) ?? {},
-    status: row.status as OutboxStatus,
-    attempts: Number(row.attempts),
-    availableAt: toDate(row.available_at),
-    claimToken: (row.claim_token as string | null) ?? null,
-    completedHandlers: (parseJson(row.completed_handlers) as string[]) ?? [],
-    lastError: (row.last_error as string | null) ?? null,
-    expiredAttempts: Number(row.expired_attempts ?? 0),
-    lastExpiredAttempt: row.last_expired_attempt == null ? null : Number(row.last_expired_attempt),
-    note: (row.note as string | null) ?? null,
-    createdAt: toDate(row.created_at),
-    processedAt: row.processed_at == null ? null : toDate(row.processed_at),
-    claimedAt: row.claimed_at == null ? null : toDate(row.claimed_at),
-    attemptLog: decodeAttemptLog(row.attempt_log),
-    redriveCount: Number(row.redrive_count ?? 0),
-  };
-}
+export const decodeRow = rowDecoder<StoredEvent>(OUTBOX_COLUMNS);
 
-/** The columns of a claimed row the worker reads, besides `created_at` (each dialect returns it its own way). */
-export const CLAIMED_COLUMNS = [
-  'id',
-  'topic',
-  'key',
-  'payload',
-  'headers',
-  'status',
-  'attempts',
-  'completed_handlers',
-  'last_error',
-  'note',
-  'last_expired_attempt',
-];
+/** The columns a claim returns to the worker (a time as its database returns it, see `toDate`). */
+export const CLAIMED_COLUMNS = CLAIMED.map((column) => column.name);
 
 /** Decodes a row a claim returned (see `CLAIMED_COLUMNS`). */
-export function decodeClaimed(row: Record<string, unknown>): ClaimedEvent {
-  const created = row.created_at;
-  return {
-    id: String(row.id),
-    topic: String(row.topic),
-    key: (row.key as string | null) ?? null,
-    payload: parseJson(row.payload),
-    headers: (parseJson(row.headers) as Record<string, string>) ?? {},
-    status: row.status as OutboxStatus,
-    attempts: Number(row.attempts),
-    completedHandlers: (parseJson(row.completed_handlers) as string[]) ?? [],
-    lastError: (row.last_error as string | null) ?? null,
-    note: (row.note as string | null) ?? null,
-    lastExpiredAttempt: row.last_expired_attempt == null ? null : Number(row.last_expired_attempt),
-    createdAt: typeof created === 'number' ? new Date(created) : toDate(created),
-  };
-}
+export const decodeClaimed = rowDecoder<ClaimedEvent>(CLAIMED);
 
-/**
- * The eight parameters of one inserted row, in INSERT_COLUMNS order; the due time is either the
- * caller's instant or a delay from the database's now, each in the dialect's own form.
- */
-export function insertParams(
-  id: string,
-  event: ValidatedEvent,
-  instant: (date: Date) => string,
-  delay: (ms: number) => unknown,
-): unknown[] {
-  return [
-    id,
-    event.topic,
-    event.key,
-    event.dedupeKey,
-    event.payloadJson,
-    event.headersJson,
-    event.availableAt ? instant(event.availableAt) : null,
-    delay(event.delayMs),
-  ];
-}
-
-/**
- * The conflict clause, only when a row has a dedupe key: an insert with one takes PostgreSQL's
- * slower speculative-insertion path, which plain events do not need (ids are new UUIDs).
- */
-export function onDedupeConflict(rows: Array<{ event: ValidatedEvent }>, clause: string): string {
-  return rows.some((row) => row.event.dedupeKey !== null) ? clause : '';
-}
-
-/** Columns every dialect's insert writes, in its parameter order. */
-export const INSERT_COLUMNS = ['id', 'topic', 'key', 'dedupe_key', 'payload', 'headers', 'available_at'];
-
-/**
- * Written to `last_error` by the claim that finds an attempt's lease expired ("attempt 2 of 5 …"): the
- * worker stopped, crashed or stalled mid-attempt. The worker reads it back (see `previousAttemptExpired`).
- */
-export const LEASE_EXPIRED = 'did not finish before its lease expired (the worker stopped, crashed or was too slow)';
-
-/**
- * Written by the claim that dead-letters an event whose last attempt was given back unfinished (a
- * release at shutdown) and left no error of its own. Any recorded error is kept instead.
- */
-export const NO_OUTCOME = 'ended without a recorded outcome, and no attempt is left';
+/** Columns every insert writes, in the order of its values. */
+export const INSERT_COLUMNS = INSERTED.map((column) => column.name);
 
 /**
  * Whether the attempt before this one ended with its lease expired rather than with a recorded outcome:

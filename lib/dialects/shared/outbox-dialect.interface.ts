@@ -1,8 +1,8 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxWakeUpChannel, OutboxWakeUpSide } from '../../interfaces/outbox-wake-up.interface';
 import type { OutboxEventRecord } from '../../interfaces/outbox-event-record.interface';
-import type { ValidatedEvent } from '../../interfaces/validated-event.interface';
 import type { OutboxTable } from './outbox-table';
+import type { AttemptLogSql } from './attempt-log';
 
 export type { OutboxStatus } from '../../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
@@ -123,9 +123,8 @@ export interface SchemaStatements {
   relocate: (from: OutboxTable, to: OutboxTable) => string[];
 }
 
-/** Publishing: statements that run in the caller's transaction. */
+/** Publishing: statements that run in the caller's transaction (the insert is `insertStatement`, the same everywhere). */
 export interface PublishStatements {
-  insert(table: OutboxTable, rows: Array<{ id: string; event: ValidatedEvent }>): Statement;
   /**
    * The stored events with these dedupe keys, as the caller's transaction sees them; with `latest`, as
    * last committed by anyone (after an insert that a concurrent transaction's row made a no-op).
@@ -134,8 +133,8 @@ export interface PublishStatements {
 }
 
 /**
- * Delivery: the claim and the fenced outcomes. Every state change applies only to a pending row
- * holding `token` whose lease (the `available_at` of a claimed row) has not expired by the database clock.
+ * Delivery: the claim, and the renewal of its lease. Every write after the claim applies only to a
+ * pending row that still holds the claim's token (see outcome-statements.ts).
  */
 export interface DeliveryStatements {
   /**
@@ -151,11 +150,7 @@ export interface DeliveryStatements {
   ): Promise<Record<string, unknown>[]>;
   /** The locking selection of the claim, for EXPLAIN in tests and operations. */
   claimSelection(table: OutboxTable, batchSize: number): Statement;
-  /** Marks delivered, in one statement, those of `ids` that `token` still holds with a live lease. */
-  acknowledge(table: OutboxTable, ids: string[], token: string): Statement;
-  fail(table: OutboxTable, id: string, token: string, update: FailureUpdate): Statement;
-  /** Gives claimed rows back; `uncount` also takes back the attempt counted at claim (the handler never ran). */
-  release(table: OutboxTable, ids: string[], token: string, uncount: boolean): Statement;
+  // Acknowledge, fail and release are the same statements on every database: outcome-statements.ts.
   /**
    * Extends to `leaseMs` from now, by the database clock, the lease of those of `ids` that `token` still
    * holds with a live lease, in one statement; returns the ids it renewed (the others lost their lease).
@@ -200,8 +195,9 @@ export interface RetentionBatch {
 export type Bind = (value: unknown) => string;
 
 /**
- * The pieces of SQL that differ between databases, for the statements the operations service builds
- * from an operator's filter (one builder for every database, the differences here).
+ * The pieces of SQL that differ between databases: the statements written once for every database
+ * (the fenced outcomes, the insert, the claim's rules, the operations service's filters) take the
+ * differences from here.
  */
 export interface SqlFlavor {
   ident: (name: string) => string;
@@ -234,6 +230,28 @@ export interface SqlFlavor {
    * slower than a scan when rows did not finish in the order they were written).
    */
   readonly inTableOrder?: string;
+  /** The table as a write by id names it (MySQL's reads its primary key, see mysql.dialect.ts). */
+  byId: (table: OutboxTable) => string;
+  /** The condition that `id` is one of `ids`: one array parameter where the database has arrays, else a list. */
+  idIn: (bind: Bind, ids: string[]) => string;
+  /** The database clock `ms` milliseconds after `now`. */
+  later: (bind: Bind, ms: number) => string;
+  /** A yes or no, bound, as a condition. */
+  flag: (bind: Bind, value: boolean) => string;
+  /** A bound integer where SQL must know its type (in text concatenation, in arithmetic). */
+  integer: (place: string) => string;
+  /** Text expressions joined. */
+  concat: (...parts: string[]) => string;
+  /** The first `n` characters of a text. */
+  left: (expression: string, n: number) => string;
+  /** Bound JSON text as a JSON column takes it. */
+  json: (place: string) => string;
+  /** The JSON functions of the attempt history. */
+  readonly attemptLog: AttemptLogSql;
+  /** Columns an insert writes besides `INSERT_COLUMNS`, with their values, where the table has no default for them. */
+  readonly insertDefaults: ReadonlyArray<readonly [column: string, value: string]>;
+  /** After an insert's values when a row has a dedupe key: a repeated key leaves the first row as it was. */
+  readonly onDedupeConflict: string;
 }
 
 /** Operations: statements built from filters, by one builder, through the database's flavor of SQL. */
@@ -247,10 +265,7 @@ export interface OperationsStatements {
  * per feature; a feature to come (ordering, an inbox) adds its own beside these.
  */
 export interface OutboxDialect
-  extends
-    DialectTraits,
-    SchemaStatements,
-    PublishStatements,
-    DeliveryStatements,
-    RetentionStatements,
-    OperationsStatements {}
+  extends DialectTraits, PublishStatements, DeliveryStatements, RetentionStatements, OperationsStatements {
+  /** The table's versions and the start-up checks. */
+  readonly schema: SchemaStatements;
+}

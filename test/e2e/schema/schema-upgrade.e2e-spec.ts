@@ -14,7 +14,7 @@ import {
 } from '../../../lib';
 import { OutboxStore } from '../../../lib/store/outbox.store';
 import { validateEvent } from '../../../lib/publishing/outbox.validation';
-import { LEASE_EXPIRED } from '../../../lib/dialects/shared/dialect.util';
+import { LEASE_EXPIRED } from '../../../lib/dialects/shared/claim-rules';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
 import {
@@ -108,7 +108,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
 
   /** The table's index names, as the start-up check lists them. */
   const indexes = async () => {
-    const { sql: text, params } = dialectForType(backend === 'sqlite3' ? 'sqlite' : backend).indexes(
+    const { sql: text, params } = dialectForType(backend === 'sqlite3' ? 'sqlite' : backend).schema.indexes(
       outboxTable(table),
     );
     return (await raw.query<{ name: string }>(text, params)).map((r) => String(r.name)).sort();

@@ -91,7 +91,7 @@ describeOn('postgres')('PostgreSQL DataSource schema', () => {
     const target = await schema();
     const table = uniqueName();
     // What the released migration did with a schema option: the table under the bare name, in public.
-    for (const ddl of dialectForType('postgres').createSchema(outboxTable(table))) await raw.query(ddl);
+    for (const ddl of dialectForType('postgres').schema.createSchema(outboxTable(table))) await raw.query(ddl);
     const eventId = '0190a2b0-0000-7000-8000-000000000001';
     await raw.query(`INSERT INTO "${table}" ("id", "topic", "payload") VALUES ($1, 'placed', '{"old":true}')`, [
       eventId,

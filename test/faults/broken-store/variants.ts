@@ -12,6 +12,7 @@ import { isSqlite } from '../../../lib/dialects/dialect-for-type';
 import type { OutboxDialect, SqlExecutor, Statement } from '../../../lib/dialects/shared/outbox-dialect.interface';
 import { sqliteGateFor } from '../../../lib/dialects/sqlite/sqlite-connection-gate';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
+import { acknowledgeStatement } from '../../../lib/dialects/shared/outcome-statements';
 
 /** A variant planted in one store. */
 export interface PlantedVariant {
@@ -39,24 +40,30 @@ export class VariantNotApplicableError extends Error {
  */
 export function ackWithoutToken(store: OutboxStore): PlantedVariant {
   let rewritten = 0;
-  return patchDialect(
-    store,
-    'ackWithoutToken',
-    (real) => ({
-      acknowledge(table, ids, token) {
-        const statement = real.acknowledge(table, ids, token);
-        const { sql, changed } = rewriteClauses(statement.sql, 'WHERE', (condition) =>
-          names(condition, 'claim_token') || names(condition, 'available_at') ? `(${condition} OR 1 = 1)` : undefined,
-        );
-        if (!changed.some((condition) => names(condition, 'claim_token'))) {
-          throw new VariantNotApplicableError('ackWithoutToken', 'claim token condition', statement.sql);
-        }
-        rewritten++;
-        return { ...statement, sql };
-      },
-    }),
-    () => rewritten,
-  );
+  const real = Object.getOwnPropertyDescriptor(store, 'acknowledge');
+  // The acknowledgement is the same statement on every database (outcome-statements.ts): the store's
+  // own method is replaced by one that sends the rewritten statement.
+  store.acknowledge = async (ids, token) => {
+    if (ids.length === 0) return 0;
+    const statement = acknowledgeStatement(store.dialect.flavor, store.table, ids, token);
+    const { sql, changed } = rewriteClauses(statement.sql, 'WHERE', (condition) =>
+      names(condition, 'claim_token') || names(condition, 'available_at') ? `(${condition} OR 1 = 1)` : undefined,
+    );
+    if (!changed.some((condition) => names(condition, 'claim_token'))) {
+      throw new VariantNotApplicableError('ackWithoutToken', 'claim token condition', statement.sql);
+    }
+    rewritten++;
+    return (await store.executor.run({ ...statement, sql })).affected;
+  };
+  return {
+    name: 'ackWithoutToken',
+    applied: () => rewritten,
+    restore: () => {
+      if (real) Object.defineProperty(store, 'acknowledge', real);
+      else delete (store as Partial<OutboxStore>).acknowledge;
+      return Promise.resolve();
+    },
+  };
 }
 
 /**
