@@ -34,7 +34,8 @@ module.exports = {
     '<rootDir>/test/e2e/delivery/claim-plan.e2e-spec.ts',
     // Worker processes started through ts-node (seconds of compiling each) and a 2,000-event soak: about
     // 18 s for every mutant it covers, and Stryker sees no coverage from inside the children. The
-    // in-process tests of worker.e2e-spec.ts cover the same lease expiry, redelivery and dead-lettering.
+    // in-process tests of leases.e2e-spec.ts and failures-and-retries.e2e-spec.ts cover the same lease expiry,
+    // redelivery and dead-lettering.
     '<rootDir>/test/e2e/delivery/processes.e2e-spec.ts',
   ],
 };

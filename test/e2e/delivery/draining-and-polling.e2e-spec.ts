@@ -1,0 +1,64 @@
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { backends } from '../../fixtures/backends';
+import { eventually } from '../../fixtures/eventually';
+import { createTestApp } from '../../fixtures/test-app';
+import { Behaviour, Handlers, workerApps } from '../../fixtures/worker-app';
+
+describe.each(backends())('draining and polling on %s', (backend) => {
+  const start = workerApps(backend);
+
+  it('drains back to back while batches come back full, from a single poll', async () => {
+    const { app } = await start();
+    const total = 23;
+    await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: total }, (_, n) => ({ topic: 'plain', payload: { n } }))),
+    );
+    // A second application on the same database whose worker polls once at bootstrap, then not for an hour.
+    const second = await createTestApp({
+      backend,
+      table: app.table,
+      sqlitePath: app.sqlitePath,
+      providers: [Behaviour, Handlers],
+      outbox: { worker: { enabled: true, pollIntervalMs: 3_600_000, batchSize: 5 } },
+    });
+    try {
+      await eventually(async () => (await second.outbox.counts()).delivered === total, 10_000, 'all delivered');
+      expect(second.module.get(Behaviour).calls).toHaveLength(total);
+    } finally {
+      await second.close();
+      await second.raw.close();
+    }
+  });
+
+  it('never overlaps itself: a second drain waits for the first', async () => {
+    const { app, b, publish } = await start({ worker: { concurrency: 1, batchSize: 1 } });
+    await publish('blocking', { n: 1 });
+    await publish('blocking', { n: 2 });
+    const firstDrain = app.worker.drain();
+    await b.entered.promise;
+    let secondSettled = false;
+    const secondDrain = app.worker.drain().then((r) => ((secondSettled = true), r));
+    // Real database round trips while the first handler is held: the second drain must not start.
+    for (let i = 0; i < 5; i++) await app.outbox.counts();
+    expect(b.calls).toHaveLength(1);
+    expect(secondSettled).toBe(false);
+    b.gate.resolve();
+    const [r1, r2] = await Promise.all([firstDrain, secondDrain]);
+    expect(r1.delivered + r2.delivered).toBe(2);
+    expect(b.maxRunning).toBe(1);
+    expect(new Set(b.calls.map((c) => c.message.id)).size).toBe(2);
+  });
+
+  it.each([
+    ['with ScheduleModule imported by the app', true],
+    ['without ScheduleModule', false],
+  ])('polls on its own schedule %s', async (_name, withSchedule) => {
+    const { app, b, publish, row } = await start({ worker: { enabled: true, pollIntervalMs: 20 } }, { withSchedule });
+    if (withSchedule) {
+      expect(app.module.get(SchedulerRegistry).getIntervals()).toContain(`outbox-worker:${app.table}`);
+    }
+    const { id } = await publish('plain');
+    await eventually(() => b.calls.some((c) => c.message.id === id), 10_000, 'scheduled delivery');
+    await eventually(async () => (await row(id)).status === 'delivered', 10_000, 'acknowledgement');
+  });
+});

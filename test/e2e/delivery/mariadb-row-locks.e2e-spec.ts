@@ -1,0 +1,103 @@
+import type { Logger as TypeOrmLogger } from 'typeorm';
+import { rawDb } from '../../fixtures/backends';
+import { eventually } from '../../fixtures/eventually';
+import { createTestApp, onMariadb, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { storeOf } from '../../fixtures/worker-app';
+
+/** Records the driver errors TypeORM logs, so a test can wait for one. */
+class ErrorLog implements TypeOrmLogger {
+  errors: unknown[] = [];
+  logQueryError(error: unknown) {
+    this.errors.push(error);
+  }
+  logQuery() {}
+  logQuerySlow() {}
+  logSchemaBuild() {}
+  logMigration() {}
+  log() {}
+}
+
+// MariaDB only: the locks InnoDB takes on the index a write reads through, and its lock wait timeout
+// (1205), are MySQL/MariaDB behaviour; SQLite has one writer. Skipped when no MariaDB server is up.
+onMariadb('the worker’s writes under InnoDB row locks on MariaDB', ({ admin, disposeAfter }) => {
+  let app: TestApp;
+
+  it('fenced writes by id lock no row they do not change: a producer holding an uncommitted delayed event blocks none of them (REPEATABLE READ)', async () => {
+    app = disposeAfter(await createTestApp({ backend: 'mariadb' }));
+    const store = storeOf(app);
+    const ids = (
+      await app.txHost.withTransaction(() =>
+        app.outbox.publishMany(Array.from({ length: 12 }, (_, n) => ({ topic: 'plain', payload: { n } }))),
+      )
+    ).map((r) => r.id);
+    const { token } = await store.claim({ batchSize: 12, leaseMs: 60_000, maxAttempts: 5 });
+
+    // The application's transaction, at the server's default isolation, has inserted an event due in
+    // a minute — inside the range the lease condition covers — and has not committed yet.
+    const producer = await rawDb('mariadb');
+    try {
+      await producer.query('START TRANSACTION');
+      await producer.query(
+        `INSERT INTO "${app.table}" ("id", "topic", "payload", "headers", "available_at", "completed_handlers", "created_at")
+         VALUES (UUID(), 'plain', '{}', '{}', UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE, '[]', UTC_TIMESTAMP(6))`,
+      );
+      const failure = { error: 'x', completedHandlers: [], deadLetter: false, retryDelayMs: 0 };
+      const writes = [
+        () => store.acknowledge(ids.slice(0, 10), token),
+        () => store.fail(ids[10], token, failure),
+        () => store.release(ids[11], token, true),
+      ];
+      for (const write of writes) {
+        let settled = false;
+        const done = write().finally(() => (settled = true));
+        // Through the claim index, the write stalled here until the producer ended (it shows as
+        // "Updating", not as a lock wait); by primary key it finishes at once.
+        await eventually(() => settled, 10_000, 'the write to finish while the producer transaction is open');
+        await done;
+      }
+      expect(
+        (await outboxRows(app))
+          .filter((r) => ids.includes(String(r.id)))
+          .map((r) => r.status)
+          .sort(),
+      ).toEqual([...Array<string>(10).fill('delivered'), 'pending', 'pending']);
+    } finally {
+      await producer.query('ROLLBACK');
+      await producer.close();
+    }
+  });
+
+  it('retries an acknowledgement that hit a lock wait timeout (1205) instead of failing it', async () => {
+    const [{ wait }] = await admin().query<{ wait: number }>('SELECT @@GLOBAL.innodb_lock_wait_timeout AS wait');
+    await admin().query('SET GLOBAL innodb_lock_wait_timeout = 1');
+    const errors = new ErrorLog();
+    const locker = await rawDb('mariadb');
+    try {
+      app = disposeAfter(await createTestApp({ backend: 'mariadb', typeormLogger: errors }));
+      const { id } = await app.txHost.withTransaction(() => app.outbox.publish('plain', {}));
+      const store = storeOf(app);
+      const { token } = await store.claim({ batchSize: 1, leaseMs: 60_000, maxAttempts: 5 });
+
+      // Another session holds the row lock, so the acknowledgement waits and times out...
+      await locker.query('START TRANSACTION');
+      await locker.query(`SELECT "id" FROM "${app.table}" WHERE "id" = ? FOR UPDATE`, [id]);
+      const acknowledged = store.acknowledge([id], token);
+      await eventually(
+        () =>
+          errors.errors.some((e) => {
+            const error = e as { errno?: number; driverError?: { errno?: number } };
+            return (error.errno ?? error.driverError?.errno) === 1205;
+          }),
+        20_000,
+        'a lock wait timeout',
+      );
+      // ...and once the lock is gone, the retried statement goes through.
+      await locker.query('COMMIT');
+      await expect(acknowledged).resolves.toBe(1);
+      expect((await outboxRows(app)).find((r) => r.id === id)).toMatchObject({ status: 'delivered' });
+    } finally {
+      await locker.close();
+      await admin().query('SET GLOBAL innodb_lock_wait_timeout = ?', [wait]);
+    }
+  });
+});
