@@ -3,8 +3,6 @@
  * broken variant of the store must be caught — by the clause of the contract aimed at its bug, not by
  * an unrelated error — on every backend.
  */
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/store/outbox.store';
 import { describeError } from '../../lib/utils/describe-error';
 import { backends } from '../fixtures/backends';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
@@ -96,7 +94,7 @@ describe.each(backends())('broken store variants on %s', (backend) => {
     '%s is caught by: %s',
     async (_variant, _contract, { variant, contract, clause }) => {
       app = await createTestApp({ backend });
-      planted = variant(app.module.get<OutboxStore>(OUTBOX_STORE));
+      planted = variant(app.store);
       const breach = await breachOf(contract, app);
       expect(breach.contract).toBe(contract.title);
       expect(breach.clause).toBe(clause);

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { LEASE_EXPIRED } from '../../lib/dialects/shared/claim-rules';
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/outbox.store';
 import { backends, type BackendName } from '../fixtures/backends';
 import { createTestApp, type TestApp } from '../fixtures/test-app';
@@ -606,7 +605,7 @@ describe.each(BACKENDS)('the claim protocol as a state machine on %s', (backend)
 
   beforeAll(async () => {
     app = await createTestApp({ backend, outbox: { retry: { maxAttempts: MAX_ATTEMPTS } } });
-    store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    store = app.store;
   });
   afterAll(() => app?.dispose());
 

@@ -1,5 +1,3 @@
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { describeEachServer } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
@@ -40,7 +38,7 @@ describeEachServer('the claim query plan on %s', (backend) => {
   it(`uses the claim index without sorting, with ${DELIVERED.toLocaleString('en')} delivered rows kept`, async () => {
     app = await createTestApp({ backend });
     await fill(app);
-    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    const store = app.store;
     const { sql, params } = store.dialect.claimSelection(store.table, 50);
     const claimIndex = `${app.table}_claim_idx`;
     if (backend === 'postgres') {
@@ -59,9 +57,7 @@ describeEachServer('the claim query plan on %s', (backend) => {
       expect(row.Extra ?? '').not.toMatch(/filesort/i);
     }
     // And the claim itself takes the oldest due rows.
-    const claimed = await app.module
-      .get<OutboxStore>(OUTBOX_STORE)
-      .claim({ batchSize: 50, leaseMs: 60_000, maxAttempts: 5 });
+    const claimed = await app.store.claim({ batchSize: 50, leaseMs: 60_000, maxAttempts: 5 });
     expect(claimed.events).toHaveLength(50);
   });
 });

@@ -9,7 +9,6 @@ import {
   type OutboxLifecycleEvent,
   type OutboxMessage,
 } from '../../../lib';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
 import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, type BackendName, isSqlite } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
@@ -129,7 +128,7 @@ describe.each(backends())('lease renewal on %s', (backend) => {
     });
     work = app.module.get(Work);
     recorder = app.module.get(Recorder);
-    store = app.module.get(OUTBOX_STORE);
+    store = app.store;
   }
   afterEach(async () => {
     await app?.dispose();

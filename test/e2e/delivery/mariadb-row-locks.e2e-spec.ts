@@ -2,7 +2,6 @@ import type { Logger as TypeOrmLogger } from 'typeorm';
 import { rawDb } from '../../fixtures/backends';
 import { eventually } from '../../fixtures/eventually';
 import { createTestApp, onMariadb, outboxRows, type TestApp } from '../../fixtures/test-app';
-import { storeOf } from '../../fixtures/worker-app';
 
 /** Records the driver errors TypeORM logs, so a test can wait for one. */
 class ErrorLog implements TypeOrmLogger {
@@ -24,7 +23,7 @@ onMariadb('the worker’s writes under InnoDB row locks on MariaDB', ({ admin, d
 
   it('fenced writes by id lock no row they do not change: a producer holding an uncommitted delayed event blocks none of them (REPEATABLE READ)', async () => {
     app = disposeAfter(await createTestApp({ backend: 'mariadb' }));
-    const store = storeOf(app);
+    const store = app.store;
     const ids = (
       await app.txHost.withTransaction(() =>
         app.outbox.publishMany(Array.from({ length: 12 }, (_, n) => ({ topic: 'plain', payload: { n } }))),
@@ -75,7 +74,7 @@ onMariadb('the worker’s writes under InnoDB row locks on MariaDB', ({ admin, d
     try {
       app = disposeAfter(await createTestApp({ backend: 'mariadb', typeormLogger: errors }));
       const { id } = await app.txHost.withTransaction(() => app.outbox.publish('plain', {}));
-      const store = storeOf(app);
+      const store = app.store;
       const { token } = await store.claim({ batchSize: 1, leaseMs: 60_000, maxAttempts: 5 });
 
       // Another session holds the row lock, so the acknowledgement waits and times out...

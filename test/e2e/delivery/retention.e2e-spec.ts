@@ -2,8 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import type { Logger as TypeOrmLogger } from 'typeorm';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { OutboxConfigurationError, OutboxHandler, OutboxNonRetryableError, type OutboxMessage } from '../../../lib';
 import { backends, type BackendName } from '../../fixtures/backends';
 import { eventually } from '../../fixtures/eventually';
@@ -257,7 +255,7 @@ describe.each(backends())('retention on %s', (backend) => {
       );
       await app.raw.query(`ANALYZE`);
     }
-    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    const store = app.store;
     const index = `${app.table}_retention_idx`;
     for (const status of ['delivered', 'dead'] as const) {
       const { sql, params } = store.dialect.purgeSelection(store.table, {

@@ -1,7 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxHandler, OutboxOperations, type OutboxMessage } from '../../../lib';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, type BackendName } from '../../fixtures/backends';
 import { startWorkerProcess } from '../../fixtures/child';
 import { eventually } from '../../fixtures/eventually';
@@ -145,7 +143,7 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
     expect(await app.worker.drain()).toMatchObject({ failed: 1 });
     await app.raw.query(`UPDATE "${app.table}" SET "available_at" = "created_at"`);
     // A worker takes attempt 2 and is never heard of again.
-    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    const store = app.store;
     expect((await store.claim({ batchSize: 10, leaseMs: 1000, maxAttempts: 2 })).events).toHaveLength(1);
     await eventually(async () => (await app.worker.drain()).deadLettered === 1, 10_000, 'the lease to expire');
     const [dead] = await outboxRows(app);

@@ -7,8 +7,6 @@ import {
   type OutboxLifecycleEvent,
   type OutboxMessage,
 } from '../../../lib';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, describeOn } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
@@ -211,9 +209,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       );
     // The lease runs out, another worker claims the event (its last attempt) and dies at once.
     await expire();
-    const other = await app.module
-      .get<OutboxStore>(OUTBOX_STORE)
-      .claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 2 });
+    const other = await app.store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts: 2 });
     expect(other.events.map((e) => e.id)).toEqual([id]);
     await expire();
     handlers.slowGate.resolve();
@@ -405,7 +401,7 @@ describeOn('postgres')('lifecycle events of the PostgreSQL wake-up channel', () 
       outbox: { worker: { enabled: true, pollIntervalMs: 3_600_000 } },
     });
     const recorder = app.module.get(Recorder);
-    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    const store = app.store;
     const killed = await eventually(() => store.wakeUp!.listenerPid, 10_000, 'the listener');
     await app.raw.query('SELECT pg_terminate_backend(?)', [killed]);
     await eventually(() => recorder.only('wake-up.restored').length > 0, 10_000, 'wake-up.restored');

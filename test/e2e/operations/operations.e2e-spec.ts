@@ -10,8 +10,6 @@ import {
   type OutboxMessage,
 } from '../../../lib';
 import type { Statement, StatementResult } from '../../../lib/dialects/shared/outbox-dialect.interface';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, isSqlite, type BackendName } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
@@ -385,7 +383,7 @@ describe.each(backends())('operations on %s', (backend) => {
    * the transaction back and runs it again. Returns how many faults it injected so far.
    */
   function failNextChangeOnce(): () => number {
-    const executor = app.module.get<OutboxStore>(OUTBOX_STORE).executor;
+    const executor = app.store.executor;
     const transaction = executor.transaction.bind(executor);
     let injected = 0;
     const failing = (run: (statement: Statement) => Promise<StatementResult>) => async (statement: Statement) => {

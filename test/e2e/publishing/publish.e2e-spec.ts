@@ -9,8 +9,6 @@ import {
   OutboxValidationError,
   type OutboxMessage,
 } from '../../../lib';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import {
   backends,
   describeOn,
@@ -202,7 +200,7 @@ describe.each(backends())('publish on %s', (backend) => {
 
   it('returns nothing and writes nothing for an empty publishMany, inside a transaction', async () => {
     const committed = jest.fn();
-    app.module.get<OutboxStore>(OUTBOX_STORE).onCommitted(committed);
+    app.store.onCommitted(committed);
     expect(await app.txHost.withTransaction(() => app.outbox.publishMany([]))).toEqual([]);
     await expect(app.outbox.publishMany([])).rejects.toThrow(OutboxTransactionRequiredError);
     expect(await outboxRows(app)).toHaveLength(0);

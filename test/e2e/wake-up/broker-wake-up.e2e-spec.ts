@@ -11,8 +11,6 @@ import {
   type OutboxMessage,
   type OutboxModuleOptions,
 } from '../../../lib';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, serverBackends, sqliteBackends, uniqueName, type BackendName } from '../../fixtures/backends';
 import { BROKERS } from '../../fixtures/brokers';
 import { eventually } from '../../fixtures/eventually';
@@ -207,6 +205,6 @@ sqlite('wake-up across processes sharing an SQLite file on %s', (backend) => {
   it('has no channel with wakeUp: false', async () => {
     const off = await createTestApp({ backend: backend as BackendName, outbox: { wakeUp: false } });
     apps.push(off);
-    expect(off.module.get<OutboxStore>(OUTBOX_STORE).wakeUp).toBeUndefined();
+    expect(off.store.wakeUp).toBeUndefined();
   });
 });

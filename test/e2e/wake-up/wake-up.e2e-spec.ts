@@ -2,8 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Client as PgClient } from 'pg';
 import { OutboxHandler, type OutboxMessage } from '../../../lib';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import { backends, describeOn } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
@@ -72,7 +70,7 @@ describeOn('postgres')('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)',
       outbox: SLEEPY,
     });
     apps.push(publisher, worker);
-    return { publisher, worker, seen: worker.module.get(Seen), store: worker.module.get<OutboxStore>(OUTBOX_STORE) };
+    return { publisher, worker, seen: worker.module.get(Seen), store: worker.store };
   }
 
   it('runs on a pool of one connection: LISTEN has a connection of its own', async () => {
@@ -84,7 +82,7 @@ describeOn('postgres')('wake-up across instances on PostgreSQL (LISTEN/NOTIFY)',
       extraTypeOrm: { extra: { max: 1 } },
     });
     apps.push(app);
-    const store = app.module.get<OutboxStore>(OUTBOX_STORE);
+    const store = app.store;
     await eventually(() => store.wakeUp!.listenerPid, 10_000, 'the listener');
     const { id } = await app.txHost.withTransaction(() => app.outbox.publish('wake.me', {}));
     await eventually(() => app.module.get(Seen).messages.some((m) => m.message.id === id), 10_000, 'the delivery');

@@ -5,8 +5,6 @@
  * set-up step (those throw as they are).
  */
 import { randomUUID } from 'node:crypto';
-import { OUTBOX_STORE } from '../../../lib/outbox.constants';
-import type { OutboxStore } from '../../../lib/store/outbox.store';
 import type { BackendName } from '../../fixtures/backends';
 import { outboxRows, type TestApp } from '../../fixtures/test-app';
 
@@ -58,12 +56,11 @@ function contract<Clause extends string>(
 
 const LONG_LEASE_MS = 60_000;
 
-const storeOf = (app: TestApp) => app.module.get<OutboxStore>(OUTBOX_STORE);
 const idsOf = (events: Array<{ id: string }>) => events.map((event) => event.id);
 
 /** Publishes one event and claims it with a long lease; `claim` claims again with the same arguments. */
 async function claimedEvent(app: TestApp, topic: string, maxAttempts = 5) {
-  const store = storeOf(app);
+  const store = app.store;
   const claim = () => store.claim({ batchSize: 10, leaseMs: LONG_LEASE_MS, maxAttempts });
   const { id } = await app.txHost.withTransaction(() => app.outbox.publish(topic, { contract: topic }));
   const first = await claim();
