@@ -2,6 +2,7 @@ export { OutboxModule } from './outbox.module';
 export type { OutboxModuleExtras } from './outbox.module-definition';
 export { OutboxService } from './publishing/outbox.service';
 export { OutboxOperations } from './operations/outbox-operations.service';
+export { requireChanged } from './operations/require-changed';
 export type {
   OutboxAttemptView,
   OutboxEventDetails,
@@ -89,6 +90,7 @@ export {
   OutboxConfigurationError,
   OutboxDedupeConflictError,
   OutboxError,
+  OutboxEventNotFoundError,
   OutboxHandlerTimeoutError,
   OutboxHeadersTooLargeError,
   OutboxLeaseLostError,
@@ -97,6 +99,7 @@ export {
   OutboxRetryLaterError,
   OutboxSchemaOutdatedError,
   OutboxShutdownError,
+  OutboxStateConflictError,
   OutboxTableMissingError,
   OutboxTransactionRequiredError,
   OutboxUnsupportedDatabaseError,

@@ -31,8 +31,13 @@ export class OutboxUnsupportedDatabaseError extends OutboxError {
   }
 }
 
-/** An argument of `publish()` / `publishMany()` is invalid. Nothing was written. */
+/**
+ * An argument of `publish()` / `publishMany()` or of an operation is invalid. Nothing was written.
+ * Nest's exception filter answers it with HTTP 400 (`statusCode`, as it reads errors of `http-errors`).
+ */
 export class OutboxValidationError extends OutboxError {
+  readonly statusCode: number = 400;
+
   constructor(
     /** Which argument was wrong: `topic`, `key`, `payload`, `headers`, `dedupeKey`, `delayMs`, ... */
     readonly field: string,
@@ -118,8 +123,13 @@ export class OutboxSchemaOutdatedError extends OutboxError {
   }
 }
 
-/** A `dedupeKey` was published again with a different topic, key, payload or headers. Nothing was written. */
+/**
+ * A `dedupeKey` was published again with a different topic, key, payload or headers. Nothing was written.
+ * Nest's exception filter answers it with HTTP 409.
+ */
 export class OutboxDedupeConflictError extends OutboxError {
+  readonly statusCode = 409;
+
   constructor(
     readonly dedupeKey: string,
     readonly existingId: string,
@@ -189,5 +199,31 @@ export class OutboxLeaseLostError extends OutboxError {
 export class OutboxShutdownError extends OutboxError {
   constructor() {
     super('the application is shutting down');
+  }
+}
+
+/** No event has this id (it never existed, or retention or a discard deleted it). Nest answers it with HTTP 404. */
+export class OutboxEventNotFoundError extends OutboxError {
+  readonly statusCode = 404;
+
+  constructor(readonly id: string) {
+    super(`No outbox event has the id ${id}`);
+  }
+}
+
+/**
+ * An operation left an event unchanged because it was not in the state the operation applies to (a
+ * redrive of an event that is no dead letter, or that another call redrove first). Nest answers it
+ * with HTTP 409.
+ */
+export class OutboxStateConflictError extends OutboxError {
+  readonly statusCode = 409;
+
+  constructor(
+    readonly id: string,
+    /** The state the event was in. */
+    readonly state: string,
+  ) {
+    super(`The outbox event ${id} is ${state.replace('_', ' ')}: the operation did not apply to it, nothing changed`);
   }
 }

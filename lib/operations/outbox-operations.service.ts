@@ -19,6 +19,7 @@ import type {
 } from '../interfaces/outbox-operations.interface';
 import type { Statement } from '../dialects/shared/outbox-dialect.interface';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OutboxEventNotFoundError } from '../errors/outbox.errors';
 import type { OutboxStore } from '../store/outbox.store';
 import { topicMatches } from '../utils/topic';
 import { errorFingerprint, errorSignature } from './error-fingerprint';
@@ -99,6 +100,13 @@ export class OutboxOperations {
     if (rows.length === 0) return null;
     const { event, state } = readEvent(this.store.dialect, rows[0]);
     return eventDetails(event, state);
+  }
+
+  /** One event with its attempt history; `OutboxEventNotFoundError` (HTTP 404 in Nest) when there is no such event. */
+  async getOrFail(id: string): Promise<OutboxEventDetails> {
+    const event = await this.get(id);
+    if (!event) throw new OutboxEventNotFoundError(id);
+    return event;
   }
 
   /**
