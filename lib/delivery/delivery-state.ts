@@ -27,4 +27,6 @@ export class DeliveryState {
   readonly ackBuffers = new Set<{ flush(): Promise<void> }>();
   /** The lease renewals of the batches running now: shutdown stops them once it has closed. */
   readonly renewals = new Set<{ stop(): Promise<void> }>();
+  /** What the run in progress (or the last one) did so far: shutdown reports from it. */
+  run: OutboxDrainResult | undefined;
 }

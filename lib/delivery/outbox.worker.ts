@@ -154,6 +154,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
 
   private async runUntil(done: (claimed: number) => boolean): Promise<OutboxDrainResult> {
     const total = emptyResult();
+    this.state.run = total;
     const { batchSize, leaseMs } = this.options.worker;
     while (!this.state.stopping) {
       let claim;
@@ -173,6 +174,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
 
   async beforeApplicationShutdown(): Promise<void> {
     this.state.stopping = true;
+    // What runs as shutdown begins, before anything is awaited.
+    const report = this.shutdownReport(this.options.worker.shutdownTimeoutMs);
     await this.store.closeWakeUp();
     for (const name of [this.intervalName, this.retentionIntervalName]) {
       if (this.registry?.doesExist('interval', name)) this.registry.deleteInterval(name);
@@ -193,7 +196,28 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     await Promise.all([...this.state.renewals].map((renewal) => renewal.stop()));
     if (finished) await this.transports.stop();
     else await this.abandonRun(timeoutMs);
+    report(finished);
     if (this.scope && this.events.observed) this.events.emit({ type: 'worker.stopped', timedOut: !finished });
+  }
+
+  /**
+   * Says what shutdown waits for, when anything runs (the handlers running, the claimed events not
+   * started, which go back); returns what says, at the end, what became of them.
+   */
+  private shutdownReport(timeoutMs: number): (finished: boolean) => void {
+    const { inFlight, waiting, run } = this.state;
+    if (inFlight.size + waiting.size === 0 || !run) return () => undefined;
+    const started = Date.now();
+    const before = { delivered: run.delivered, released: run.released };
+    this.logger.log(
+      `Shutdown: waiting up to ${timeoutMs} ms for ${inFlight.size} running handler(s); ` +
+        `${waiting.size} claimed event(s) not started go back to the outbox`,
+    );
+    return (finished) =>
+      this.logger.log(
+        `Shutdown ${finished ? 'finished' : 'stopped waiting'} after ${Date.now() - started} ms: ` +
+          `${run.delivered - before.delivered} event(s) delivered, ${run.released - before.released} released`,
+      );
   }
 
   /**

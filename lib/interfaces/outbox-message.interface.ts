@@ -3,7 +3,7 @@ export interface OutboxMessage<T = unknown> {
   /** The event id (UUIDv7). The same on every attempt: use it to drop duplicates. */
   id: string;
   topic: string;
-  /** Ordering / partition key given to `publish()`, or `null`. */
+  /** The key given to `publish()` (see `PublishOptions.key`), or `null`. */
   key: string | null;
   payload: T;
   headers: Record<string, string>;
@@ -39,7 +39,12 @@ export interface OutboxHandlerOptions {
 export type OutboxHandlerFn<T = unknown> = (message: OutboxMessage<T>) => Promise<void> | void;
 
 export interface PublishOptions {
-  /** Ordering / partition key (1–255 printable ASCII characters). */
+  /**
+   * A key of your own for the event, such as its aggregate's id (1–255 printable ASCII characters): stored
+   * with it, handed to handlers, used as the Kafka message key by `ClientProxyTransport`, searchable with
+   * `OutboxOperations.find({ key })`. Nothing orders deliveries by it: events of one key may be delivered
+   * concurrently and in any order.
+   */
   key?: string;
   /** Idempotent enqueue: the same key and content return the first event's id with `inserted: false`. */
   dedupeKey?: string;

@@ -62,14 +62,34 @@ function randomToken(token: string): boolean {
     .every((part) => WORDY.test(part));
 }
 
+/** A JSON key: a quoted name a colon follows. */
+const BEFORE_COLON = /^\s*:/;
+/** The value of a JSON field that names the error's class or code: the failure's identity, not a detail. */
+const AFTER_IDENTITY_KEY = /"(?:code|errorCode|error_code|name|type|reason)"\s*:\s*$/i;
+
+/**
+ * Quotes that stay as written: JSON keys (so that errors serialised as JSON are grouped by their shape,
+ * not all into one) and the values of fields such as `code` and `name` (ECONNREFUSED and ENOTFOUND are
+ * two failures).
+ */
+function keptQuote(text: string, at: number, length: number): boolean {
+  return (
+    BEFORE_COLON.test(text.slice(at + length, at + length + 8)) ||
+    AFTER_IDENTITY_KEY.test(text.slice(Math.max(0, at - 24), at))
+  );
+}
+
 /**
  * An error with what differs between occurrences of the same failure replaced by placeholders: quoted
  * values, ids (UUIDs, ULIDs, prefixed, hex, base64), e-mail addresses, URLs' query strings and numbers.
- * Words are never masked, so two failures worded differently never share a signature.
+ * Words are never masked, so two failures worded differently never share a signature; nor are JSON keys
+ * or an error's code and name given as JSON fields.
  */
 export function errorSignature(error: string): string {
   return error
-    .replace(QUOTED, (quoted) => `${quoted[0]}…${quoted[quoted.length - 1]}`)
+    .replace(QUOTED, (quoted, at: number, text: string) =>
+      keptQuote(text, at, quoted.length) ? quoted : `${quoted[0]}…${quoted[quoted.length - 1]}`,
+    )
     .replace(EMAIL, '<email>')
     .replace(QUERY, '?…')
     .replace(DASHED_HEX, (hex) => (hex.length >= 16 ? '<id>' : hex))

@@ -160,7 +160,7 @@ describe('errorSignature', () => {
     expect(errorSignature("Upstream said 'Your card has expired.' for 'ord_42'")).toBe(
       "Upstream said 'Your card has expired.' for '…'",
     );
-    expect(errorSignature('{"message":"Too many requests"}')).toBe('{"…":"…"}');
+    expect(errorSignature('{"message":"Too many requests"}')).toBe('{"message":"…"}');
     expect(errorSignature('parse failed at "x. Expected" a comma')).toBe('parse failed at "x. Expected" a comma');
   });
 
@@ -197,6 +197,31 @@ describe('errorSignature', () => {
     expect(errorSignature('mail to ana@example.com bounced:\n  550 5.1.1')).toBe('mail to <email> bounced: <n> <n>');
     expect(errorSignature('GET /orders?page=2&sort=desc failed')).toBe('GET /orders?… failed');
     expect(errorSignature('Why? Because')).toBe('Why? Because');
+  });
+
+  describe('errors serialised as JSON', () => {
+    const rejection = (code: string, port: number, url: string) =>
+      `transport:rabbit: non-Error rejection: {"err":{"errno":-111,"code":"${code}","syscall":"connect",` +
+      `"address":"127.0.0.1","port":${port}},"url":"${url}"}`;
+
+    it('keeps the keys and the code, and masks the other values', () => {
+      expect(errorSignature(rejection('ECONNREFUSED', 5999, 'amqp://127.0.0.1:5999'))).toBe(
+        'transport:rabbit: non-Error rejection: {"err":{"errno":-<n>,"code":"ECONNREFUSED","syscall":"…",' +
+          '"address":"…","port":<n>},"url":"…"}',
+      );
+    });
+
+    it('reads two occurrences of one failure the same, and tells codes and shapes apart', () => {
+      const refused = errorSignature(rejection('ECONNREFUSED', 5999, 'amqp://127.0.0.1:5999'));
+      expect(errorSignature(rejection('ECONNREFUSED', 5672, 'amqp://10.0.0.7:5672'))).toBe(refused);
+      expect(errorSignature(rejection('ENOTFOUND', 5999, 'amqp://127.0.0.1:5999'))).not.toBe(refused);
+      expect(
+        errorSignature('transport:rabbit: non-Error rejection: {"reply":{"replyCode":403},"url":"amqp://x"}'),
+      ).not.toBe(refused);
+      expect(errorSignature('{"name":"TimeoutError","detail":"after 30 s"}')).toBe(
+        '{"name":"TimeoutError","detail":"…"}',
+      );
+    });
   });
 });
 

@@ -85,6 +85,11 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
     expect(statements.length).toBeGreaterThan(0);
     expect(statements.every((initialised) => initialised)).toBe(true);
     expect(app.logger.matching(/failed/)).toEqual([]);
+    // One line when shutdown starts waiting, one when it ends.
+    expect(app.logger.matching(/^Shutdown/).map((l) => l.message)).toEqual([
+      'Shutdown: waiting up to 30000 ms for 1 running handler(s); 2 claimed event(s) not started go back to the outbox',
+      expect.stringMatching(/^Shutdown finished after \d+ ms: 1 event\(s\) delivered, 2 released$/),
+    ]);
   });
 
   it('after shutdownTimeoutMs aborts the handler, releases its lease, and runs no SQL after the DataSource is gone', async () => {
@@ -102,6 +107,10 @@ describe.each(backends())('graceful shutdown on %s', (backend) => {
     expect(statements.every((initialised) => initialised)).toBe(true);
     expect(app.logger.matching(/still running after 100 ms; releasing/)).toHaveLength(1);
     expect(app.logger.matching(/skipped: the worker has shut down/)).toHaveLength(1);
+    expect(app.logger.matching(/^Shutdown: waiting|^Shutdown stopped/).map((l) => l.message)).toEqual([
+      'Shutdown: waiting up to 100 ms for 1 running handler(s); 0 claimed event(s) not started go back to the outbox',
+      expect.stringMatching(/^Shutdown stopped waiting after \d+ ms: 0 event\(s\) delivered, \d+ released$/),
+    ]);
   });
 
   /** The same table in a fresh application, as after a restart; its Slow handler returns at once. */
