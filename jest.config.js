@@ -30,7 +30,11 @@ module.exports = {
       displayName: 'typeorm-1',
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
       // Transports do not touch TypeORM: their broker tests run once, in the first project.
-      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/e2e/transports/brokers.e2e-spec.ts'],
+      testPathIgnorePatterns: [
+        '/node_modules/',
+        '<rootDir>/test/e2e/transports/brokers.e2e-spec.ts',
+        '<rootDir>/test/e2e/transports/redaction.e2e-spec.ts',
+      ],
       globals: { OUTBOX_TYPEORM: '1' },
       moduleNameMapper: {
         ...common.moduleNameMapper,

@@ -4,7 +4,7 @@
  *  raw-drain  <db> <table> <batch>   the hand-written drain loop with the bare driver, same protocol
  *  relay-drain <db> <table> <batch>  the minimal relay (relay.ts) on its own table, same protocol
  *  lib-listen <db> <table> <batch> [redis] a Nest app whose worker polls (default interval) and is woken by the database's
- *                                    channel, or by Redis; prints "R <id> <ms>" per event
+ *                                    channel, or by Redis; prints "R <id> <ms>" per event, "S" when a slow handler starts
  *  lib-memory <db> <table> <batch> <total>  drains like lib-drain, printing RSS before, at each quarter, and after (run with --expose-gc)
  *  raw-memory <db> <table> <batch> <total>  the same with the hand-written drain loop: the baseline of what Node and the driver take
  */
@@ -104,6 +104,7 @@ async function main() {
   const sink = app.get(Sink);
   if (listen) {
     sink.onReceive = (m) => out(`R ${m.id} ${Date.now()}`);
+    sink.onSlow = () => out('S');
     out('READY');
     createInterface({ input: process.stdin }).once('line', () => void app.close().then(() => process.exit(0)));
     return;

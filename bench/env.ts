@@ -34,15 +34,25 @@ export function typeorm(db: Db, table: string, pool = 10, migrate = false): Type
   return { type: 'better-sqlite3', database: SQLITE_FILE, enableWAL: true, timeout: 30_000, ...common };
 }
 
+/** How long the slow-handler latency run's 'bench.slow' handler holds its lane: a partner that hangs. */
+export const SLOW_HANDLER_MS = 10_000;
+
 /** Counts deliveries; the no-op handler of the drain and latency runs. */
 @Injectable()
 export class Sink {
   count = 0;
   onReceive: ((m: OutboxMessage) => void) | undefined;
+  onSlow: (() => void) | undefined;
   @OutboxHandler('bench.event')
   handle(message: OutboxMessage) {
     this.count++;
     this.onReceive?.(message);
+  }
+
+  @OutboxHandler('bench.slow')
+  async slow() {
+    this.onSlow?.();
+    await new Promise((resolve) => setTimeout(resolve, SLOW_HANDLER_MS));
   }
 }
 

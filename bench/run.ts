@@ -2,7 +2,7 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * memory,claim,operations the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * slow-handler,memory,claim,operations the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
  * OUTBOX_BENCH_SECTIONS=idle-tx (not in the default list: about 20 minutes in full on the 2-core machine, most of it MariaDB's held phase) measures the claim
  * with a transaction held open on PostgreSQL and MariaDB and writes bench/results/idle-transaction.{json,md}
@@ -19,7 +19,7 @@ import { OutboxService } from '../lib';
 import { OUTBOX_DEFAULTS } from '../lib/outbox.options';
 import { OUTBOX_STORE } from '../lib/outbox.constants';
 import type { OutboxStore } from '../lib/store/outbox.store';
-import { DBS, libraryApp, percentile, wakeUpOption, type Db } from './env';
+import { DBS, libraryApp, percentile, SLOW_HANDLER_MS, wakeUpOption, type Db } from './env';
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
@@ -28,18 +28,28 @@ import { operationsBench, operationsRows, type OperationsResult, type Operations
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
 const SECTIONS = new Set(
-  process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? ['enqueue', 'drain', 'latency', 'memory', 'claim', 'operations'],
+  process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? [
+    'enqueue',
+    'drain',
+    'latency',
+    'slow-handler',
+    'memory',
+    'claim',
+    'operations',
+  ],
 );
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
   drainEvents: QUICK ? 5_000 : 50_000,
   latencySeconds: QUICK ? 3 : 10,
+  /** The slow-handler run: fast events published at 200/s while one handler holds its lane. */
+  slowRunEvents: QUICK ? 200 : 1_000,
   memoryEvents: QUICK ? 20_000 : 200_000,
   history: QUICK ? 100_000 : 1_000_000,
   pending: 10_000,
 };
 const IDLE_TX_SIZES = { calm: QUICK ? 5_000 : 10_000, held: QUICK ? 20_000 : 100_000, round: 1_000 };
-const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'memory', 'claim', 'operations'];
+const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'slow-handler', 'memory', 'claim', 'operations'];
 const OPERATIONS_SIZES: OperationsSizes = {
   history: SIZES.history,
   pending: SIZES.pending,
@@ -227,26 +237,45 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
  * database's own channel (PostgreSQL LISTEN/NOTIFY, the SQLite file's changes; MariaDB has none, so its
  * poll), or with `wake` 'redis' by ClientProxyWakeUp over Redis in both instances.
  */
-async function latency(db: Db, wake: 'own' | 'redis' = 'own') {
+/**
+ * Commit → handler in another process: `count` events published one per transaction every `everyMs`
+ * (by schedule, so a slow commit does not slow the rate), the listener's batch `batch`. With `slow`, a
+ * handler that holds its lane for `SLOW_HANDLER_MS` starts first, and the events come while it runs.
+ */
+async function latency(
+  db: Db,
+  wake: 'own' | 'redis' = 'own',
+  run = { count: (SIZES.latencySeconds * 1000) / 20, everyMs: 20, batch: 500, slow: false },
+) {
   const r = await raw(db, 1);
+  await dropTables(db, r, TABLE);
   await createTables(db, r, TABLE);
   await r.close();
-  const listener = child(['lib-listen', db, TABLE, '500', wake]);
+  const listener = child(['lib-listen', db, TABLE, String(run.batch), wake]);
   await listener.ready;
   const received = new Map<string, number>();
+  let slowStarted!: () => void;
+  const slowStart = new Promise<void>((resolve) => (slowStarted = resolve));
   listener.onLine((line) => {
     const [tag, id, at] = line.split(' ');
     if (tag === 'R') received.set(id, Number(at));
+    else if (tag === 'S') slowStarted();
   });
   const app = await libraryApp(db, TABLE, { worker: { enabled: false }, ...wakeUpOption(wake) }, 2);
   const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const outbox = app.get(OutboxService);
+  if (run.slow) {
+    await tx.withTransaction(() => outbox.publish('bench.slow', {}));
+    await slowStart;
+  }
   const committed = new Map<string, number>();
-  const count = (SIZES.latencySeconds * 1000) / 20;
+  const { count, everyMs } = run;
+  const start = Date.now();
   for (let i = 0; i < count; i++) {
     const { id } = await tx.withTransaction(() => outbox.publish('bench.event', { i }));
     committed.set(id, Date.now());
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const wait = start + (i + 1) * everyMs - Date.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
   }
   const deadline = Date.now() + 15_000;
   while (received.size < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
@@ -258,8 +287,12 @@ async function latency(db: Db, wake: 'own' | 'redis' = 'own') {
     .map(([id, at]) => (received.get(id) ?? NaN) - at)
     .filter(Number.isFinite)
     .sort((a, b) => a - b);
+  const r2 = await raw(db, 1);
+  await dropTables(db, r2, TABLE);
+  await r2.close();
   return {
     events: count,
+    ratePerSecond: 1000 / everyMs,
     received: delays.length,
     p50: percentile(delays, 50),
     p95: percentile(delays, 95),
@@ -379,6 +412,11 @@ async function main() {
     log(`— ${db}: latency`);
     const l = SECTIONS.has('latency') ? await latency(db) : undefined;
     const lr = SECTIONS.has('latency') && db !== 'postgres' ? await latency(db, 'redis') : undefined;
+    log(`— ${db}: slow handler`);
+    // The listener's defaults (batch 50, 10 lanes), 200 events/s, without and then with a slow handler.
+    const slowRun = (slow: boolean) =>
+      latency(db, 'own', { count: SIZES.slowRunEvents, everyMs: 5, batch: OUTBOX_DEFAULTS.worker.batchSize, slow });
+    const s = SECTIONS.has('slow-handler') ? { without: await slowRun(false), with: await slowRun(true) } : undefined;
     log(`— ${db}: memory`);
     const m = db === 'postgres' && SECTIONS.has('memory') ? await memory(db) : undefined;
     log(`— ${db}: claim cost`);
@@ -387,7 +425,16 @@ async function main() {
     const r = await raw(db, 1);
     await dropTables(db, r, TABLE);
     await r.close();
-    results[db] = { enqueue: e, drain: d, latency: l, latencyRedis: lr, memory: m, claimCost: c, operations: o };
+    results[db] = {
+      enqueue: e,
+      drain: d,
+      latency: l,
+      latencyRedis: lr,
+      slowHandler: s,
+      memory: m,
+      claimCost: c,
+      operations: o,
+    };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   if (SECTIONS.has('idle-tx')) {
@@ -416,6 +463,7 @@ type R = {
   drain: Record<string, number>;
   latency?: Awaited<ReturnType<typeof latency>>;
   latencyRedis?: Awaited<ReturnType<typeof latency>>;
+  slowHandler?: { without: Awaited<ReturnType<typeof latency>>; with: Awaited<ReturnType<typeof latency>> };
   memory?: Awaited<ReturnType<typeof memory>>;
   claimCost?: Awaited<ReturnType<typeof claimCost>>;
   operations?: OperationsResult;
@@ -506,6 +554,16 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
           'ClientProxyWakeUp (Redis)',
           db === 'mariadb' ? `p99 ≤ 10: ${verdict(l.p99 <= 10)}` : 'no target',
         ),
+      );
+    }
+    if (r.slowHandler) {
+      const { without, with: slow } = r.slowHandler;
+      const how = db === 'postgres' ? 'LISTEN/NOTIFY' : db === 'sqlite' ? 'file watch' : 'polling (1 s)';
+      const ps = (l: typeof slow) => `${f(l.p50)} / ${f(l.p95)} / ${f(l.p99)} (${l.received}/${l.events})`;
+      lines.push(
+        `| ${db} | commit → handler, ${f(slow.events)} events at ${f(slow.ratePerSecond)}/s, ${how}, while a ` +
+          `${SLOW_HANDLER_MS / 1000} s handler runs on the same instance, p50 / p95 / p99 (ms) | without it: ${ps(without)} | ` +
+          `${ps(slow)} | ${f(slow.p99 / without.p99, 2)} (p99) | p99 ≤ 2× without: ${verdict(slow.p99 <= 2 * without.p99)} |`,
       );
     }
     if (r.memory) {

@@ -70,6 +70,7 @@ const TOP_LEVEL_KEYS = [
   'transports',
   'routes',
   'wakeUp',
+  'redactError',
 ];
 
 /** `forRoot`'s options, defaulted and validated: `forRoot()` calls this once, and its module keeps the result. */
@@ -223,7 +224,30 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
     transports,
     routes: resolveRoutes(options.routes, transports, worker, retry),
     wakeUp: resolveWakeUp(options.wakeUp),
+    redactError: resolveRedactError(options.redactError),
     testing: undefined,
+  };
+}
+
+/** What stands for an error text the application's `redactError` could not clean. */
+export const WITHHELD_ERROR = '[error text withheld: redactError threw]';
+
+function resolveRedactError(value: unknown): (text: string) => string {
+  if (value === undefined) return (text) => text;
+  if (typeof value !== 'function') {
+    throw new OutboxConfigurationError(
+      'redactError',
+      `expected a function (text: string) => string, got ${describeValue(value)}`,
+    );
+  }
+  const redact = value as (text: string) => string;
+  return (text) => {
+    try {
+      const clean = redact(text);
+      return typeof clean === 'string' ? clean : WITHHELD_ERROR;
+    } catch {
+      return WITHHELD_ERROR;
+    }
   };
 }
 

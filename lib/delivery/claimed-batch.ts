@@ -8,6 +8,7 @@ import { AckBuffer } from './ack-buffer';
 import type { ClaimScope, DeliveryState } from './delivery-state';
 import type { OutboxDrainResult } from './drain-result';
 import type { HandlerInvoker, HandlerOutcome } from './handler-invoker';
+import type { Lanes } from './lanes';
 import { LazyAbort } from './lazy-abort';
 import { DeliveredMessage } from './delivered-message';
 import { LeaseRenewal } from './lease-renewal';
@@ -22,12 +23,15 @@ export interface BatchContext {
   readonly state: DeliveryState;
   readonly recorder: OutcomeRecorder;
   readonly invoker: HandlerInvoker;
+  /** Shared by every claim of the worker running at once. */
+  readonly lanes: Lanes;
 }
 
 /**
- * One claim, from the rows the store leased to the outcome of each one: crash suspects isolated, lanes
- * of concurrent deliveries within the lease (renewed while they run, with `worker.renewLease`),
- * successes buffered for acknowledgement in batches. Every outcome, fenced by the claim's token, is
+ * One claim, from the rows the store leased to the outcome of each one: crash suspects isolated,
+ * deliveries started on the worker's lanes as they free up — beside those of its other claims — within
+ * the lease (renewed while they run, with `worker.renewLease`), successes buffered for acknowledgement
+ * in batches. Every outcome, fenced by the claim's token, is
  * recorded by the worker's `OutcomeRecorder`.
  */
 export class ClaimedBatch {
@@ -37,6 +41,11 @@ export class ClaimedBatch {
   private readonly scope: ClaimScope;
   /** With `worker.renewLease`, while the batch runs. */
   private renewal: LeaseRenewal | undefined;
+  /**
+   * Its events whose outcome is not written yet (waiting, running, or their success buffered): the
+   * worker's next claims leave them alone.
+   */
+  readonly unsettled: Set<string>;
 
   constructor(
     private readonly claim: ClaimResult,
@@ -44,6 +53,13 @@ export class ClaimedBatch {
     private readonly ctx: BatchContext,
   ) {
     this.scope = { token: claim.token, total };
+    this.unsettled = new Set(claim.events.map((e) => e.id));
+  }
+
+  /** How long the lease is sure to last from now, in ms, by this process's clock. */
+  private leaseLeftMs(): number {
+    const { renewal } = this;
+    return renewal ? renewal.leaseLeftMs() : this.ctx.options.worker.leaseMs - (performance.now() - this.claimedAt);
   }
 
   /** Runs the claim; returns how many events it gave back unstarted for a later claim. */
@@ -59,7 +75,7 @@ export class ClaimedBatch {
       for (const row of claim.undecodable) await ctx.recorder.deadLetterUndecodable(row, scope);
       return await this.isolatingSuspects(claim.events);
     } finally {
-      for (const event of claim.events) ctx.state.waiting.delete(event.id);
+      for (const event of claim.events) ctx.state.leaveWaiting(event.id, scope);
       await this.renewal?.stop();
     }
   }
@@ -67,9 +83,9 @@ export class ClaimedBatch {
   /**
    * An event whose previous attempt's lease expired may be the one that stopped that worker (a
    * handler that ends the process every time). Run among others, it would take their attempts down
-   * with it, again and again, until they too were dead-lettered. So it runs alone, after the rest of
-   * the batch is acknowledged, and at most one per claim: the others like it go back at once,
-   * uncounted, to be claimed again.
+   * with it, again and again, until they too were dead-lettered. So it runs alone — after the rest of
+   * the batch is acknowledged, on every lane of the worker, so no other claim's event runs beside it —
+   * and at most one per claim: the others like it go back at once, uncounted, to be claimed again.
    */
   private async isolatingSuspects(events: ClaimedEvent[]): Promise<number> {
     const suspects = events.filter(previousAttemptExpired);
@@ -81,41 +97,57 @@ export class ClaimedBatch {
     let gaveBack = 0;
     if (later.length > 0) {
       const ids = later.map((e) => e.id);
-      for (const id of ids) this.ctx.state.waiting.delete(id);
+      for (const id of ids) this.ctx.state.leaveWaiting(id, this.scope);
       gaveBack = await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'isolation');
+      for (const id of ids) this.unsettled.delete(id);
     }
     await this.inLanes(events.filter((e) => !suspects.includes(e)));
     this.ctx.recorder.runsAlone(alone);
-    await this.inLanes([alone]);
+    await this.inLanes([alone], true);
     return gaveBack;
   }
 
-  /** Delivers `events` with up to `concurrency` at a time, acknowledging successes as they come. */
-  private async inLanes(events: ClaimedEvent[]): Promise<void> {
+  /**
+   * Delivers `events` as the worker's lanes free up (with `alone`, each on all of them), acknowledging
+   * successes as they come.
+   */
+  private async inLanes(events: ClaimedEvent[], alone = false): Promise<void> {
     if (events.length === 0) return;
-    const { state, recorder } = this.ctx;
-    const acks = new AckBuffer(recorder, this.scope, events);
-    state.ackBuffers.add(acks);
-    let next = 0;
-    const lanes = Array.from({ length: Math.min(this.ctx.options.worker.concurrency, events.length) }, async () => {
-      while (next < events.length) {
-        const event = events[next++];
-        if (await this.deliver(event)) acks.add(event.id);
-      }
+    const { state, recorder, lanes } = this.ctx;
+    const acks = new AckBuffer(recorder, this.scope, events, (ids) => {
+      for (const id of ids) this.unsettled.delete(id);
     });
+    state.ackBuffers.add(acks);
+    const deliveries: Promise<void>[] = [];
+    let failure: { error: unknown } | undefined;
     try {
-      await Promise.all(lanes);
+      for (const event of events) {
+        const taking = lanes.take(alone);
+        if (taking) await taking;
+        const delivery = this.deliver(event)
+          .then((delivered) => {
+            // Not delivered: its failure or release is written already, or it is no longer this claim's.
+            if (delivered) acks.add(event.id);
+            else this.unsettled.delete(event.id);
+          })
+          // Kept for after the others: an unhandled rejection would end the process.
+          .catch((error: unknown) => void (failure ??= { error }))
+          .finally(() => lanes.give(alone));
+        deliveries.push(delivery);
+      }
+      await Promise.all(deliveries);
     } finally {
       state.ackBuffers.delete(acks);
       await acks.close();
     }
+    if (failure) throw failure.error;
   }
 
   /** Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch). */
   private async deliver(event: ClaimedEvent): Promise<boolean> {
     const { state, options, recorder } = this.ctx;
     // Given back by a shutdown that timed out while it waited for a lane.
-    if (!state.waiting.delete(event.id)) return false;
+    if (!state.leaveWaiting(event.id, this.scope)) return false;
     const handlers = this.ctx.targets.forTopic(event.topic);
     const done = event.completedHandlers;
     const pending = done.length === 0 ? handlers : handlers.filter((h) => !done.includes(h.name));
@@ -123,7 +155,7 @@ export class ClaimedBatch {
     const margin = leaseMarginMs(options.worker.leaseMs);
     // Renewed, the lease need only last until the next renewal; else, until the longest timeout ends.
     const needed = renewal ? renewal.intervalMs + margin : Math.max(0, ...pending.map((h) => h.timeoutMs)) + margin;
-    const leaseLeft = renewal ? renewal.leaseLeftMs() : options.worker.leaseMs - (performance.now() - this.claimedAt);
+    const leaseLeft = this.leaseLeftMs();
     if (state.stopping || needed > leaseLeft) {
       // Handed back with its attempt, rather than started where the lease cannot cover it.
       await recorder.giveBackUnstarted(event.id, this.scope);
@@ -132,6 +164,7 @@ export class ClaimedBatch {
 
     const aborts = pending.map(() => new LazyAbort());
     state.inFlight.set(event.id, { token: this.scope.token, abort: aborts });
+
     const { invoker } = this.ctx;
     let outcomes: HandlerOutcome[];
     try {
@@ -144,7 +177,7 @@ export class ClaimedBatch {
         outcomes = await Promise.all(pending.map((handler, i) => invoker.invoke(handler, messages[i])));
       }
     } finally {
-      state.inFlight.delete(event.id);
+      if (state.inFlight.get(event.id)?.token === this.scope.token) state.inFlight.delete(event.id);
     }
     // Lost while it ran (see LeaseRenewal): counted and reported there; another worker may hold it now.
     if (renewal?.isLost(event.id)) return false;

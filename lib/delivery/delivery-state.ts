@@ -23,10 +23,38 @@ export class DeliveryState {
   readonly inFlight = new Map<string, { token: string; abort: readonly LazyAbort[] }>();
   /** Claimed events no handler has started yet: what shutdown gives back, uncounted, if it times out. */
   readonly waiting = new Map<string, ClaimScope>();
+  /**
+   * Takes `id` off the waiting events when this claim (`scope`) is the one it waits under — an event
+   * whose lease ran out may be claimed again while its earlier claim winds up; true when it was.
+   */
+  leaveWaiting(id: string, scope: ClaimScope): boolean {
+    if (this.waiting.get(id) !== scope) return false;
+    this.waiting.delete(id);
+    this.changed();
+    return true;
+  }
+
   /** The successes of the batches running now, not yet written (their `AckBuffer`s). */
   readonly ackBuffers = new Set<{ flush(): Promise<void> }>();
   /** The lease renewals of the batches running now: shutdown stops them once it has closed. */
   readonly renewals = new Set<{ stop(): Promise<void> }>();
-  /** What the run in progress (or the last one) did so far: shutdown reports from it. */
-  run: OutboxDrainResult | undefined;
+  /** The drain results counted into now (the scheduled runs', a `drain()`'s): shutdown reports from them. */
+  readonly totals = new Set<OutboxDrainResult>();
+  private watchers: Array<() => void> = [];
+
+  /**
+   * Whether the worker may claim again may have changed: an event started, a lane or a claim ended, or
+   * shutdown began.
+   */
+  changed(): void {
+    const watchers = this.watchers;
+    if (watchers.length === 0) return;
+    this.watchers = [];
+    for (const resolve of watchers) resolve();
+  }
+
+  /** Resolves at the next `changed()`. */
+  nextChange(): Promise<void> {
+    return new Promise((resolve) => this.watchers.push(resolve));
+  }
 }

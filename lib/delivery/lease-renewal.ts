@@ -118,7 +118,7 @@ export class LeaseRenewal {
     for (const id of ids) {
       this.lost.add(id);
       // Not started yet: its lane skips it.
-      state.waiting.delete(id);
+      state.leaveWaiting(id, this.scope);
       for (const abort of state.inFlight.get(id)?.abort ?? []) abort.giveUp(new OutboxLeaseLostError(id));
     }
     this.ctx.recorder.renewalLost(ids, this.scope.total);

@@ -2,20 +2,23 @@ import {
   type BeforeApplicationShutdown,
   Inject,
   Injectable,
-  Logger,
+  type Logger,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { SchedulerRegistry } from '@nestjs/schedule';
+import type { SchedulerRegistry } from '@nestjs/schedule';
 import { AsyncResource } from 'node:async_hooks';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
-import type { OutboxStore } from '../store/outbox.store';
+import type { ClaimResult, OutboxStore } from '../store/outbox.store';
 import { describeError } from '../utils/describe-error';
+import { RedactingLogger } from '../utils/redacting-logger';
 import { type BatchContext, ClaimedBatch } from './claimed-batch';
 import { type ClaimScope, DeliveryState } from './delivery-state';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
 import { HandlerInvoker } from './handler-invoker';
+import { Lanes } from './lanes';
+import { schedulerRegistryOf, shutdownReport } from './worker-lifecycle';
 import { OutcomeRecorder } from './outcome-recorder';
 import { OutboxEvents } from '../events/outbox-events';
 import { DeliveryTargets } from './delivery-targets';
@@ -31,18 +34,26 @@ export type { OutboxPurgeResult } from './retention';
  * the claim token. Scheduled through `SchedulerRegistry` at bootstrap; stopped and drained in
  * `beforeApplicationShutdown`, before TypeORM destroys the DataSource. What happens to one claim is
  * `ClaimedBatch`'s.
+ *
+ * Delivery is continuous: claims run side by side on the worker's `concurrency` lanes, and the worker
+ * claims again as soon as every event it claimed has started and a lane is free — so a slow handler
+ * holds its own lane, not the instance.
  */
 @Injectable()
 export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private readonly logger = new Logger('OutboxWorker');
+  private readonly logger: Logger;
   private readonly intervalName: string;
   private readonly retentionIntervalName: string;
   /** Absent with `retention: false`. */
   private readonly retention: Retention | undefined;
   private registry: SchedulerRegistry | undefined;
-  /** The run in progress, if any; runs never overlap. */
+  /** The claiming run in progress, if any; runs never overlap (their claims' deliveries may). */
   private current: Promise<unknown> = Promise.resolve();
   private busy = false;
+  /** The claims whose events are delivered now, each until its last outcome is written. */
+  private readonly batches = new Map<ClaimedBatch, Promise<void>>();
+  /** What the scheduled runs did, all of them. */
+  private readonly scheduled = emptyResult();
   /** A wake-up asked for while a run was busy: run again right after it. */
   private kicked = false;
   /** The worker's own async context, so a wake-up from a request never runs in that request's. */
@@ -61,19 +72,22 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   ) {
     this.intervalName = `outbox-worker:${store.table.path}`;
     this.retentionIntervalName = `outbox-retention:${store.table.path}`;
+    this.logger = new RedactingLogger('OutboxWorker', options.redactError);
     this.retention = options.retention
-      ? new Retention(options.retention, store, new Logger('OutboxRetention'))
+      ? new Retention(options.retention, store, new RedactingLogger('OutboxRetention', options.redactError))
       : undefined;
     // The worker's lifecycle and every outcome of its deliveries are logged under one context.
     this.recorder = new OutcomeRecorder(options, store, events, this.state, this.logger);
     const invoker = new HandlerInvoker(events, options.testing);
-    this.batch = { options, store, targets, state: this.state, recorder: this.recorder, invoker };
+    const lanes = new Lanes(options.worker.concurrency, () => this.state.changed());
+    this.batch = { options, store, targets, state: this.state, recorder: this.recorder, invoker, lanes };
+    this.state.totals.add(this.scheduled);
   }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.transports.start();
     if (!this.options.worker.enabled) return;
-    this.registry = this.schedulerRegistry();
+    this.registry = schedulerRegistryOf(this.moduleRef);
     const handle = setInterval(() => this.poll(), this.options.worker.pollIntervalMs);
     this.registry.addInterval(this.intervalName, handle);
     const { retention } = this;
@@ -98,11 +112,23 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   /**
-   * Delivers every event that is due now, claim after claim, and resolves when a claim comes back
-   * empty. Waits for a run already in progress first. Handy in tests: no timers involved.
+   * Delivers every event that is due now, claim after claim, and resolves once a claim made with
+   * nothing left running comes back empty. Waits first for the run and the deliveries already in
+   * progress. Handy in tests: no timers involved.
    */
   drain(): Promise<OutboxDrainResult> {
-    return this.exclusive(() => this.runUntil((claimed) => claimed === 0));
+    return this.exclusive(async () => {
+      const total = emptyResult();
+      this.state.totals.add(total);
+      try {
+        await this.idle();
+        // Claims made while others still ran miss what those give back or fail for a retry due at once.
+        while ((await this.claimUntil(total, (claimed) => claimed === 0)) > 0) await this.idle();
+      } finally {
+        this.state.totals.delete(total);
+      }
+      return total;
+    });
   }
 
   /**
@@ -134,7 +160,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     void this.exclusive(async () => {
       do {
         this.kicked = false;
-        await this.runUntil((claimed) => claimed < this.options.worker.batchSize);
+        await this.claimUntil(this.scheduled, (claimed) => claimed < this.options.worker.batchSize);
       } while (this.kicked && !this.state.stopping);
     }).catch((error) => this.logger.error(`Outbox worker run failed: ${describeError(error)}`));
   }
@@ -152,30 +178,65 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     return next;
   }
 
-  private async runUntil(done: (claimed: number) => boolean): Promise<OutboxDrainResult> {
-    const total = emptyResult();
-    this.state.run = total;
+  /**
+   * Claims, each time every claimed event has started and a lane is free, until `done` says a claim
+   * took enough; the deliveries go on after it returns. Returns how many rows its claims took.
+   */
+  private async claimUntil(total: OutboxDrainResult, done: (claimed: number) => boolean): Promise<number> {
     const { batchSize, leaseMs } = this.options.worker;
-    while (!this.state.stopping) {
+    let taken = 0;
+    while (await this.roomToClaim()) {
       let claim;
       try {
-        claim = await this.store.claim({ batchSize, leaseMs, maxAttempts: this.options.retry.maxAttempts });
+        // What this worker runs is never taken back by it, even after a stall outlived its lease.
+        const running = [...this.batches.keys()].flatMap((b) => [...b.unsettled]);
+        claim = await this.store.claim({ batchSize, leaseMs, maxAttempts: this.options.retry.maxAttempts, running });
       } catch (error) {
         this.logger.error(`Outbox claim failed; will retry at the next poll: ${describeError(error)}`);
         break;
       }
-      const gaveBack = await new ClaimedBatch(claim, total, this.batch).process();
-      // Events given back for isolation are due at once: claim again rather than wait for a poll.
       const claimed = claim.events.length + claim.deadLettered.length + claim.undecodable.length;
-      if (gaveBack === 0 && done(claimed)) break;
+      taken += claimed;
+      if (claimed > 0) this.deliver(claim, total);
+      if (done(claimed)) break;
     }
-    return total;
+    return taken;
+  }
+
+  /** Waits until every claimed event has started and a lane is free; false once shutdown has begun. */
+  private async roomToClaim(): Promise<boolean> {
+    const { state } = this;
+    while (!state.stopping && (state.waiting.size > 0 || this.batch.lanes.free === 0)) await state.nextChange();
+    return !state.stopping;
+  }
+
+  /** Delivers a claim beside the others running. */
+  private deliver(claim: ClaimResult, total: OutboxDrainResult): void {
+    const batch = new ClaimedBatch(claim, total, this.batch);
+    const delivering = batch
+      .process()
+      .then((gaveBack) => {
+        // Events given back for isolation are due at once: claim again rather than wait for a poll.
+        if (gaveBack > 0) this.kick();
+      })
+      .catch((error) => this.logger.error(`Outbox delivery of a claim failed: ${describeError(error)}`))
+      .finally(() => {
+        this.batches.delete(batch);
+        this.state.changed();
+      });
+    this.batches.set(batch, delivering);
+  }
+
+  /** Resolves once no claim is being delivered. */
+  private async idle(): Promise<void> {
+    while (this.batches.size > 0) await Promise.all(this.batches.values());
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     this.state.stopping = true;
+    this.state.changed();
     // What runs as shutdown begins, before anything is awaited.
-    const report = this.shutdownReport(this.options.worker.shutdownTimeoutMs);
+    const report = shutdownReport(this.state, this.logger, this.options.worker.shutdownTimeoutMs);
     await this.store.closeWakeUp();
     for (const name of [this.intervalName, this.retentionIntervalName]) {
       if (this.registry?.doesExist('interval', name)) this.registry.deleteInterval(name);
@@ -185,7 +246,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     const deadline = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
     // A retention pass stops after its current batch; the DataSource must outlive that batch too.
     const [finished] = await Promise.all([
-      Promise.race([this.current.then(() => true), deadline]),
+      Promise.race([this.current.then(() => this.idle()).then(() => true), deadline]),
       Promise.race([this.retention?.stop(), deadline]),
     ]);
     clearTimeout(timer);
@@ -198,26 +259,6 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     else await this.abandonRun(timeoutMs);
     report(finished);
     if (this.scope && this.events.observed) this.events.emit({ type: 'worker.stopped', timedOut: !finished });
-  }
-
-  /**
-   * Says what shutdown waits for, when anything runs (the handlers running, the claimed events not
-   * started, which go back); returns what says, at the end, what became of them.
-   */
-  private shutdownReport(timeoutMs: number): (finished: boolean) => void {
-    const { inFlight, waiting, run } = this.state;
-    if (inFlight.size + waiting.size === 0 || !run) return () => undefined;
-    const started = Date.now();
-    const before = { delivered: run.delivered, released: run.released };
-    this.logger.log(
-      `Shutdown: waiting up to ${timeoutMs} ms for ${inFlight.size} running handler(s); ` +
-        `${waiting.size} claimed event(s) not started go back to the outbox`,
-    );
-    return (finished) =>
-      this.logger.log(
-        `Shutdown ${finished ? 'finished' : 'stopped waiting'} after ${Date.now() - started} ms: ` +
-          `${run.delivered - before.delivered} event(s) delivered, ${run.released - before.released} released`,
-      );
   }
 
   /**
@@ -250,15 +291,5 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         await this.recorder.releaseRunning(id, token);
       }),
     ]);
-  }
-
-  private schedulerRegistry(): SchedulerRegistry {
-    try {
-      return this.moduleRef.get(SchedulerRegistry, { strict: false });
-    } catch {
-      // The application did not import ScheduleModule.forRoot(): keep our own registry, so the
-      // worker is scheduled the same way without importing a second orchestrator.
-      return new SchedulerRegistry();
-    }
   }
 }

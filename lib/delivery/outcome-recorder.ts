@@ -51,7 +51,8 @@ export class OutcomeRecorder {
     const error = undecodableError(row.error);
     // A row the claim dead-lettered already, its attempts spent, needs no write: only the reading failed.
     if (!row.deadLettered) {
-      const update = { deadLetter: true, error: storableError(error), completedHandlers: [], retryDelayMs: 0 };
+      const stored = storableError(this.options.redactError(error));
+      const update = { deadLetter: true, error: stored, completedHandlers: [], retryDelayMs: 0 };
       if (!(await this.write(row.id, scope, update))) return;
     }
     this.dead(scope.total, row, error, 'undecodable', '');
@@ -63,7 +64,12 @@ export class OutcomeRecorder {
     const decision = decideFailure(event, targetCount, outcomes, retry);
     const { errorText, completedHandlers, deadLetter, nonRetryable } = decision;
     const retryDelayMs = testing ? 0 : decision.retryDelayMs;
-    const update = { error: storableError(errorText), completedHandlers, deadLetter, retryDelayMs };
+    const update = {
+      error: storableError(this.options.redactError(errorText)),
+      completedHandlers,
+      deadLetter,
+      retryDelayMs,
+    };
     // Not written: the lease will expire and the event be claimed again.
     if (!(await this.write(event.id, scope, update))) return;
     if (deadLetter) {

@@ -1,4 +1,6 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { filter, Subject, type Observable } from 'rxjs';
 import { describeError } from '../utils/describe-error';
 import { IsolatedObservable } from './isolated-observable';
@@ -22,6 +24,11 @@ export type OutboxLifecycleEventInput = WithoutAt<OutboxLifecycleEvent>;
 @Injectable()
 export class OutboxEvents {
   private readonly logger = new Logger('OutboxEvents');
+  private readonly redact: (text: string) => string;
+
+  constructor(@Optional() @Inject(OUTBOX_OPTIONS) options?: Pick<ResolvedOutboxOptions, 'redactError'>) {
+    this.redact = options?.redactError ?? ((text) => text);
+  }
   private readonly subject = new Subject<OutboxLifecycleEvent>();
 
   /** Every lifecycle event from the moment of subscription (nothing is replayed). */
@@ -44,7 +51,10 @@ export class OutboxEvents {
 
   /** For the outbox's own components. */
   emit(event: OutboxLifecycleEventInput): void {
-    this.subject.next({ ...event, at: new Date() });
+    // Every error an event carries passes the application's redactError on its way out.
+    const cleaned =
+      'error' in event && typeof event.error === 'string' ? { ...event, error: this.redact(event.error) } : event;
+    this.subject.next({ ...cleaned, at: new Date() });
   }
 
   private subscriberFailed(error: unknown): void {

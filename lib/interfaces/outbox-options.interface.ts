@@ -24,9 +24,15 @@ export interface OutboxWorkerOptions {
   enabled?: boolean;
   /** How often the worker looks for due events when idle, in ms. Default 1000. */
   pollIntervalMs?: number;
-  /** How many events one claim takes. Default 50. */
+  /**
+   * Most events one claim takes. The worker claims again as soon as every event it claimed has started
+   * and a lane is free. Default 50.
+   */
   batchSize?: number;
-  /** How many events of a batch are delivered at the same time. Default 10. */
+  /**
+   * Lanes: how many events this instance delivers at the same time, whatever claim they came from. A
+   * slow handler holds one lane; the others go on. Default 10.
+   */
   concurrency?: number;
   /**
    * How long a claim owns an event before another worker may take it, in ms (1 s to 1 h). With
@@ -106,6 +112,14 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
    * replaces it; `false` turns cross-instance wake-up off (polling alone).
    */
   wakeUp?: OutboxWakeUpChannel | false;
+  /**
+   * What only the application knows is secret: called with every error text the outbox is about to
+   * store on an event (`last_error`, the attempt history), emit (`OutboxEvents`) or log from its worker,
+   * after its own redaction (the user and password of URLs; the values of fields, headers and
+   * parameters named like passwords, secrets, tokens, authorization, API keys, cookies or credentials).
+   * Returns the text to use instead. Keep it quick and idempotent; if it throws, the text is withheld.
+   */
+  redactError?: (text: string) => string;
 }
 
 export interface ResolvedOutboxOptions {
@@ -121,6 +135,8 @@ export interface ResolvedOutboxOptions {
   routes: ResolvedRoute[];
   /** Undefined: the database's own channel, where it has one. */
   wakeUp: OutboxWakeUpChannel | false | undefined;
+  /** The application's `redactError`, made safe (a throw withholds the text); the identity without one. */
+  redactError: (text: string) => string;
   /**
    * Set only by `OutboxTesting.override()`: failures are due again at once (no backoff, no
    * Retry-After), and every handler call is reported to `handlerCalled`.

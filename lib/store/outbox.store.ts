@@ -6,6 +6,7 @@ import { describeError } from '../utils/describe-error';
 import { decodeClaimed } from '../dialects/shared/dialect.util';
 import { dialectForType } from '../dialects/dialect-for-type';
 import type {
+  ClaimArgs,
   ClaimedEvent,
   FailureUpdate,
   OutboxDialect,
@@ -227,7 +228,7 @@ export class OutboxStore implements OnModuleInit {
     return found;
   }
 
-  async claim(args: { batchSize: number; leaseMs: number; maxAttempts: number }): Promise<ClaimResult> {
+  async claim(args: Omit<ClaimArgs, 'token'>): Promise<ClaimResult> {
     const token = randomUUID();
     const rows = await this.dialect.claim(this.executor, this.table, { ...args, token });
     const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [] };

@@ -1,3 +1,5 @@
+import { hidingSecrets, redactSecrets } from './redact';
+
 /**
  * An error by its shape, not by `instanceof Error`: one made in another realm (a vm context, or a
  * native driver whose error class was bound to another context, as under Jest) is an error too.
@@ -8,16 +10,45 @@ function isErrorLike(error: unknown): error is { name: string; message: string }
   return typeof e === 'object' && e !== null && typeof e.name === 'string' && typeof e.message === 'string';
 }
 
-/** One line for a log or `last_error`, whatever was thrown. */
+/**
+ * One line for a log or `last_error`, whatever was thrown, with its secrets redacted (`redactSecrets`).
+ * A rejection that is not an Error says what its message and code say (its own, or those of the error it
+ * carries in `err`, `error` or `cause`), and is written whole only when it has neither, secret fields hidden.
+ */
 export function describeError(error: unknown): string {
+  const text = unredacted(error);
+  // Megabytes of message cost only what any reader keeps (`last_error` keeps 4,000 characters).
+  return redactSecrets(text.length > MAX_DESCRIBED ? `${text.slice(0, MAX_DESCRIBED)}…` : text);
+}
+
+const MAX_DESCRIBED = 16_000;
+
+function unredacted(error: unknown): string {
   if (isErrorLike(error)) return `${error.name}: ${error.message}`;
+  if (typeof error === 'string') return `non-Error rejection: ${error}`;
+  const said = messageAndCode(error);
+  if (said) return `non-Error rejection: ${said}`;
   let text: string;
   try {
-    text = typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
+    text = JSON.stringify(error, hidingSecrets) ?? String(error);
   } catch {
     text = String(error);
   }
   return `non-Error rejection: ${text}`;
+}
+
+/** "message (code C)", "message" or "code C", from an object or the error it carries; else undefined. */
+function messageAndCode(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { err, error, cause } = value as Record<string, unknown>;
+  for (const candidate of [value, err, error, cause]) {
+    if (typeof candidate !== 'object' || candidate === null) continue;
+    const { message, code } = candidate as { message?: unknown; code?: unknown };
+    const codeText = typeof code === 'string' || typeof code === 'number' ? `code ${code}` : '';
+    if (typeof message === 'string' && message) return codeText ? `${message} (${codeText})` : message;
+    if (codeText) return codeText;
+  }
+  return undefined;
 }
 
 /**
@@ -40,5 +71,5 @@ export function describeErrorChain(error: unknown): string {
       break;
     }
   }
-  return parts.join(': ') || 'unknown error';
+  return redactSecrets(parts.join(': ') || 'unknown error');
 }

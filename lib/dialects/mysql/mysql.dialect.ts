@@ -1,4 +1,4 @@
-import type { OutboxDialect, RenewalArgs, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import type { ClaimArgs, OutboxDialect, RenewalArgs, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
 import { decodeRow, driverErrno, requireVersion } from '../shared/dialect.util';
 import { CLAIMED } from '../shared/outbox-columns';
 import { indexesOf, purgeBatch, purgeSelection } from './mysql-retention';
@@ -75,13 +75,13 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  async claim(
-    executor: SqlExecutor,
-    table: OutboxTable,
-    a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
-  ) {
+  async claim(executor: SqlExecutor, table: OutboxTable, a: ClaimArgs) {
     return executor.transaction(async (run) => {
-      const { rows: picked } = await run(this.claimSelection(table, a.batchSize));
+      const { rows: selected } = await run(this.claimSelection(table, a.batchSize));
+      // Left out here rather than in the locking read, whose plan a NOT IN on the primary key could change;
+      // the rows left out stay as they are, their locks released at commit.
+      const running = new Set(a.running);
+      const picked = running.size > 0 ? selected.filter((row) => !running.has(String(row.id))) : selected;
       if (picked.length === 0) return [];
       const ids = picked.map((row) => String(row.id));
       const b = new StatementBuilder(this.flavor.placeholder);

@@ -5,6 +5,7 @@ import { PostgresWakeUp } from './postgres-wake-up';
 import { guardPoolClients } from './postgres-pool-guard';
 import type {
   OutboxDialect,
+  ClaimArgs,
   RenewalArgs,
   RetentionBatch,
   SqlExecutor,
@@ -28,9 +29,9 @@ import { StatementBuilder } from '../shared/statement-builder';
 const finished = (status: string, o = '') =>
   `${o}"status" = '${finishedStatus(status)}' AND ${o}"processed_at" < now() - $1::bigint * interval '1 millisecond'`;
 
-/** The claim's locking selection of up to `limit` due rows, in due order. */
-const picking = (table: OutboxTable, limit: string) =>
-  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= now() ` +
+/** The claim's locking selection of up to `limit` due rows, in due order; `also`, a further condition. */
+const picking = (table: OutboxTable, limit: string, also = '') =>
+  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= now()${also} ` +
   `ORDER BY "available_at", "id" LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
 
 /** What a claim returns: times as epoch milliseconds, a number, where a timestamp is parsed from text. */
@@ -82,13 +83,10 @@ export class PostgresDialect implements OutboxDialect {
     return b.statement(picking(table, b.bind(batchSize)));
   }
 
-  async claim(
-    executor: SqlExecutor,
-    table: OutboxTable,
-    a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
-  ) {
+  async claim(executor: SqlExecutor, table: OutboxTable, a: ClaimArgs) {
     const b = new StatementBuilder(this.flavor.placeholder);
     const p = b.named({ batchSize: a.batchSize, token: a.token, leaseMs: a.leaseMs, maxAttempts: a.maxAttempts });
+    const notRunning = a.running?.length ? ` AND NOT ${this.flavor.idIn(b.bind, [...a.running])}` : '';
     const set = claimAssignments(this.flavor, {
       now: 'now()',
       leaseEnd: `now() + ${p.leaseMs}::bigint * interval '1 millisecond'`,
@@ -97,7 +95,7 @@ export class PostgresDialect implements OutboxDialect {
     });
     // One statement: the locking selection (eligibility inside it) feeds the update, re-checked there.
     const { rows } = await executor.run(
-      b.statement(`WITH picked AS (${picking(table, p.batchSize)})
+      b.statement(`WITH picked AS (${picking(table, p.batchSize, notRunning)})
   UPDATE ${quoteTable(table)} AS o SET
     ${set}
   FROM picked

@@ -141,13 +141,10 @@ export interface DeliveryStatements {
    * Takes up to `batchSize` due rows for `token` — lease, attempt + 1 — in one short transaction by the
    * database clock, dead-lettering instead those whose final attempt's lease expired; returns the rows
    * as they are after the claim, with the columns `decodeClaimed` reads (`CLAIMED_COLUMNS`, and
-   * `created_at` as a time or milliseconds since the epoch).
+   * `created_at` as a time or milliseconds since the epoch). Never takes one of `running`: the events the
+   * claiming worker delivers now, whose lease may have run out while it stalled or waited for a connection.
    */
-  claim(
-    executor: SqlExecutor,
-    table: OutboxTable,
-    args: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
-  ): Promise<Record<string, unknown>[]>;
+  claim(executor: SqlExecutor, table: OutboxTable, args: ClaimArgs): Promise<Record<string, unknown>[]>;
   /** The locking selection of the claim, for EXPLAIN in tests and operations. */
   claimSelection(table: OutboxTable, batchSize: number): Statement;
   // Acknowledge, fail and release are the same statements on every database: outcome-statements.ts.
@@ -177,6 +174,16 @@ export interface RetentionStatements {
   purge(executor: SqlExecutor, table: OutboxTable, args: RetentionBatch): Promise<number>;
   /** The selection of one batch (locking where the database can), for EXPLAIN in tests and operations. */
   purgeSelection(table: OutboxTable, args: RetentionBatch): Statement;
+}
+
+/** What one claim asks for. */
+export interface ClaimArgs {
+  batchSize: number;
+  token: string;
+  leaseMs: number;
+  maxAttempts: number;
+  /** Ids the claiming worker is delivering: not taken back, even with their lease run out. */
+  running?: readonly string[];
 }
 
 export interface RenewalArgs {

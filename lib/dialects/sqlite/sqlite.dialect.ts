@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import type {
   OutboxDialect,
+  ClaimArgs,
   RenewalArgs,
   RetentionBatch,
   SqlExecutor,
@@ -25,8 +26,8 @@ import { renewStatement } from '../shared/outcome-statements';
 import { StatementBuilder } from '../shared/statement-builder';
 
 /** The claim's selection of up to `limit` due rows by the clock `now`, in due order. */
-const picking = (table: OutboxTable, limit: string, now: string) =>
-  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= ${now} ` +
+const picking = (table: OutboxTable, limit: string, now: string, also = '') =>
+  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= ${now}${also} ` +
   `ORDER BY "available_at", "id" LIMIT ${limit}`;
 
 /**
@@ -78,13 +79,10 @@ export class SqliteDialect implements OutboxDialect {
     return b.statement(picking(table, b.bind(batchSize), NOW));
   }
 
-  async claim(
-    executor: SqlExecutor,
-    table: OutboxTable,
-    a: { batchSize: number; token: string; leaseMs: number; maxAttempts: number },
-  ) {
+  async claim(executor: SqlExecutor, table: OutboxTable, a: ClaimArgs) {
     const b = new StatementBuilder(this.flavor.placeholder);
     const p = b.named({ batchSize: a.batchSize, token: a.token, maxAttempts: a.maxAttempts });
+    const notRunning = a.running?.length ? ` AND NOT ${this.flavor.idIn(b.bind, [...a.running])}` : '';
     // The clock is read once per statement (a CTE), not once per row.
     const now = '(SELECT "now" FROM clock)';
     const set = claimAssignments(this.flavor, {
@@ -98,7 +96,7 @@ export class SqliteDialect implements OutboxDialect {
     // with "UPDATE " through run(), which drops the RETURNING rows.
     const { rows, affected } = await executor.run(
       b.statement(`WITH clock AS (SELECT ${NOW} AS "now", ${this.flavor.later(b.bind, a.leaseMs)} AS "lease_end"),
-  picked AS (${picking(table, p.batchSize, now)})
+  picked AS (${picking(table, p.batchSize, now, notRunning)})
   UPDATE ${quoteTable(table)} SET
     ${set}
   WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}

@@ -107,7 +107,8 @@ describe.each(backends())('failures and retries on %s', (backend) => {
     it.each([
       ['a string', 'a string', 'non-Error rejection: a string'],
       ['undefined', undefined, 'non-Error rejection: undefined'],
-      ['an object', { code: 42 }, 'non-Error rejection: {"code":42}'],
+      ['an object with a code', { code: 42 }, 'non-Error rejection: code 42'],
+      ['an object without a message or code', { status: 'bad' }, 'non-Error rejection: {"status":"bad"}'],
       ['an object JSON cannot write', circular, 'non-Error rejection: [object Object]'],
       ['an Error subclass', new TypeError('bad input'), 'TypeError: bad input'],
       ['an error made in another realm', runInNewContext(`new RangeError('elsewhere')`), 'RangeError: elsewhere'],

@@ -1,16 +1,10 @@
-import { ClientsModule, Transport, type ClientProviderOptions } from '@nestjs/microservices';
+import { Transport, type ClientProviderOptions } from '@nestjs/microservices';
 import { once } from 'node:events';
-import {
-  ClientProxyTransport,
-  OutboxModule,
-  type ClientProxyTransportOptions,
-  type OutboxClientProxy,
-  type OutboxModuleOptions,
-} from '../../../lib';
-import { backends, uniqueName } from '../../fixtures/backends';
-import { BROKERS, waitForPort, type BrokerName } from '../../fixtures/brokers';
+import { ClientProxyTransport, type ClientProxyTransportOptions } from '../../../lib';
+import { uniqueName } from '../../fixtures/backends';
+import { brokerApp, BROKERS, waitForPort, type BrokerName } from '../../fixtures/brokers';
 import { eventually } from '../../fixtures/eventually';
-import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { outboxRows, type TestApp } from '../../fixtures/test-app';
 
 /** What an independent consumer on the broker saw: the outbox id, the payload, the metadata. */
 interface Received {
@@ -191,27 +185,6 @@ const CASES: BrokerCase[] = [
     },
   },
 ];
-
-/**
- * A test app whose outbox forwards through a ClientProxy registered with ClientsModule (as 'BROKER'),
- * on the first backend: transports do not depend on the database.
- */
-async function brokerApp(
-  client: ClientProviderOptions,
-  outbox: (client: OutboxClientProxy) => Omit<OutboxModuleOptions, 'tableName'>,
-): Promise<TestApp> {
-  const table = uniqueName();
-  return createTestApp({
-    backend: backends()[0],
-    table,
-    outboxModule: OutboxModule.forRootAsync({
-      tableName: table,
-      imports: [ClientsModule.register([client])],
-      inject: ['BROKER'],
-      useFactory: (proxy: OutboxClientProxy) => ({ worker: { enabled: false }, ...outbox(proxy) }),
-    }),
-  });
-}
 
 const available = CASES.filter((c) => process.env[`OUTBOX_TEST_${c.broker.toUpperCase()}`] !== 'down');
 // Transports do not depend on the database: these run on the first backend only (and jest.config.js
