@@ -23,8 +23,6 @@ export class AckBuffer {
     private readonly scope: ClaimScope,
     /** The events of the lanes these successes come from. */
     private readonly batch: ClaimedEvent[],
-    /** Told which ids each write settled (acknowledged, or refused with the lease lost). */
-    private readonly written: (ids: string[]) => void,
   ) {
     this.timer = setInterval(() => void this.flush(), ACK_FLUSH_MS);
     // A pending acknowledgement never keeps the process alive on its own.
@@ -40,10 +38,7 @@ export class AckBuffer {
     const ids = this.ids;
     if (ids.length > 0) {
       this.ids = [];
-      this.writing = this.writing.then(async () => {
-        await this.recorder.acknowledge(ids, this.scope, this.batch);
-        this.written(ids);
-      });
+      this.writing = this.writing.then(() => this.recorder.acknowledge(ids, this.scope, this.batch));
     }
     return this.writing;
   }

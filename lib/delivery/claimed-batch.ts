@@ -41,11 +41,6 @@ export class ClaimedBatch {
   private readonly scope: ClaimScope;
   /** With `worker.renewLease`, while the batch runs. */
   private renewal: LeaseRenewal | undefined;
-  /**
-   * Its events whose outcome is not written yet (waiting, running, or their success buffered): the
-   * worker's next claims leave them alone.
-   */
-  readonly unsettled: Set<string>;
 
   constructor(
     private readonly claim: ClaimResult,
@@ -53,7 +48,11 @@ export class ClaimedBatch {
     private readonly ctx: BatchContext,
   ) {
     this.scope = { token: claim.token, total };
-    this.unsettled = new Set(claim.events.map((e) => e.id));
+  }
+
+  /** The claim's token: until the batch ends, the worker's next claims leave the rows it holds alone. */
+  get token(): string {
+    return this.scope.token;
   }
 
   /** How long the lease is sure to last from now, in ms, by this process's clock. */
@@ -99,7 +98,6 @@ export class ClaimedBatch {
       const ids = later.map((e) => e.id);
       for (const id of ids) this.ctx.state.leaveWaiting(id, this.scope);
       gaveBack = await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'isolation');
-      for (const id of ids) this.unsettled.delete(id);
     }
     await this.inLanes(events.filter((e) => !suspects.includes(e)));
     this.ctx.recorder.runsAlone(alone);
@@ -114,33 +112,38 @@ export class ClaimedBatch {
   private async inLanes(events: ClaimedEvent[], alone = false): Promise<void> {
     if (events.length === 0) return;
     const { state, recorder, lanes } = this.ctx;
-    const acks = new AckBuffer(recorder, this.scope, events, (ids) => {
-      for (const id of ids) this.unsettled.delete(id);
-    });
+    const acks = new AckBuffer(recorder, this.scope, events);
     state.ackBuffers.add(acks);
-    const deliveries: Promise<void>[] = [];
-    let failure: { error: unknown } | undefined;
+    const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
+    let outcomes: Array<{ error: unknown } | undefined> = [];
     try {
       for (const event of events) {
         const taking = lanes.take(alone);
         if (taking) await taking;
-        const delivery = this.deliver(event)
-          .then((delivered) => {
-            // Not delivered: its failure or release is written already, or it is no longer this claim's.
-            if (delivered) acks.add(event.id);
-            else this.unsettled.delete(event.id);
-          })
-          // Kept for after the others: an unhandled rejection would end the process.
-          .catch((error: unknown) => void (failure ??= { error }))
-          .finally(() => lanes.give(alone));
-        deliveries.push(delivery);
+        deliveries.push(this.onLane(event, acks, alone));
       }
-      await Promise.all(deliveries);
+      outcomes = await Promise.all(deliveries);
     } finally {
       state.ackBuffers.delete(acks);
       await acks.close();
     }
-    if (failure) throw failure.error;
+    const failed = outcomes.find((outcome) => outcome !== undefined);
+    if (failed) throw failed.error;
+  }
+
+  /**
+   * Delivers `event` on the lane it took and gives the lane back. Never rejects: resolves with what it
+   * threw, kept for after the others (an unhandled rejection would end the process).
+   */
+  private async onLane(event: ClaimedEvent, acks: AckBuffer, alone: boolean): Promise<{ error: unknown } | undefined> {
+    try {
+      if (await this.deliver(event)) acks.add(event.id);
+      return undefined;
+    } catch (error) {
+      return { error };
+    } finally {
+      this.ctx.lanes.give(alone);
+    }
   }
 
   /** Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch). */

@@ -38,23 +38,28 @@ export class DeliveryState {
   readonly ackBuffers = new Set<{ flush(): Promise<void> }>();
   /** The lease renewals of the batches running now: shutdown stops them once it has closed. */
   readonly renewals = new Set<{ stop(): Promise<void> }>();
+  /** Told of every retry scheduled, with its delay: the scheduled worker wakes for it. */
+  retryScheduled: ((delayMs: number) => void) | undefined;
   /** The drain results counted into now (the scheduled runs', a `drain()`'s): shutdown reports from them. */
   readonly totals = new Set<OutboxDrainResult>();
-  private watchers: Array<() => void> = [];
+  /** Who waits for a condition on this state, with it: `changed()` checks it, so a wait costs nothing until it holds. */
+  private waiter: { holds: () => boolean; resolve: () => void } | undefined;
 
   /**
-   * Whether the worker may claim again may have changed: an event started, a lane or a claim ended, or
-   * shutdown began.
+   * Something a wait may be for has changed: an event started, a lane or a claim ended, or shutdown
+   * began.
    */
   changed(): void {
-    const watchers = this.watchers;
-    if (watchers.length === 0) return;
-    this.watchers = [];
-    for (const resolve of watchers) resolve();
+    const { waiter } = this;
+    if (waiter && waiter.holds()) {
+      this.waiter = undefined;
+      waiter.resolve();
+    }
   }
 
-  /** Resolves at the next `changed()`. */
-  nextChange(): Promise<void> {
-    return new Promise((resolve) => this.watchers.push(resolve));
+  /** Resolves once `holds()` is true (at once if it is): one waiter at a time, the worker's claiming run. */
+  until(holds: () => boolean): Promise<void> {
+    if (holds()) return Promise.resolve();
+    return new Promise((resolve) => (this.waiter = { holds, resolve }));
   }
 }

@@ -1,3 +1,4 @@
+import type { TargetRetry } from '../interfaces/outbox-options.interface';
 import { Inject, Injectable } from '@nestjs/common';
 import type { OutboxHandlerFn } from '../interfaces/outbox-message.interface';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
@@ -12,7 +13,7 @@ export interface DeliveryTarget {
   /** A discovered `@OutboxHandler()` method, or a route to a transport. */
   kind: 'handler' | 'route';
   timeoutMs: number;
-  retry: { initialDelayMs: number; maxDelayMs: number };
+  retry: TargetRetry;
   invoke: OutboxHandlerFn;
 }
 

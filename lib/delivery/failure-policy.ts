@@ -40,6 +40,8 @@ export interface FailureDecision {
   deadLetter: boolean;
   /** Dead-lettered because a target threw `OutboxNonRetryableError`, whatever attempts are left. */
   nonRetryable: boolean;
+  /** The attempts allowed: the fewest among the failed targets' (`retry.maxAttempts` without targets). */
+  maxAttempts: number;
   retryDelayMs: number;
 }
 
@@ -62,6 +64,7 @@ export function decideFailure(
       : failures.map((f) => `${f.handler.name}: ${describeError(f.error)}`).join('; ');
   const nonRetryable = failures.some((f) => f.error instanceof OutboxNonRetryableError);
   const policies = failures.length > 0 ? failures.map((f) => f.handler.retry) : [retry];
+  const maxAttempts = Math.min(...policies.map((policy) => policy.maxAttempts));
   // A target may name its own delay (Retry-After); the longest wish among the failures wins.
   const retryDelayMs = Math.max(
     ...policies.map((policy) => backoffDelayMs(event.attempts, policy)),
@@ -72,8 +75,9 @@ export function decideFailure(
   return {
     errorText,
     completedHandlers: [...event.completedHandlers, ...succeeded],
-    deadLetter: nonRetryable || noAttemptLeft(event.attempts, retry.maxAttempts),
+    deadLetter: nonRetryable || noAttemptLeft(event.attempts, maxAttempts),
     nonRetryable,
+    maxAttempts,
     retryDelayMs,
   };
 }

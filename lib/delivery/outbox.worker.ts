@@ -18,7 +18,7 @@ import { type ClaimScope, DeliveryState } from './delivery-state';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
 import { HandlerInvoker } from './handler-invoker';
 import { Lanes } from './lanes';
-import { schedulerRegistryOf, shutdownReport } from './worker-lifecycle';
+import { RetryAlarm, schedulerRegistryOf, shutdownReport } from './worker-lifecycle';
 import { OutcomeRecorder } from './outcome-recorder';
 import { OutboxEvents } from '../events/outbox-events';
 import { DeliveryTargets } from './delivery-targets';
@@ -52,6 +52,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   private busy = false;
   /** The claims whose events are delivered now, each until its last outcome is written. */
   private readonly batches = new Map<ClaimedBatch, Promise<void>>();
+  /** Wakes the scheduled worker for a retry due before its next poll. */
+  private alarm: RetryAlarm | undefined;
   /** What the scheduled runs did, all of them. */
   private readonly scheduled = emptyResult();
   /** A wake-up asked for while a run was busy: run again right after it. */
@@ -97,6 +99,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         setInterval(() => retention.tick(), retention.intervalMs),
       );
     this.scope = new AsyncResource('OutboxWorker');
+    const alarm = new RetryAlarm(this.options.worker.pollIntervalMs, () => this.kick());
+    this.state.retryScheduled = (delayMs) => alarm.retryIn(delayMs);
+    this.alarm = alarm;
     await this.store.listenForWakeUps(
       () => this.kick(),
       (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`),
@@ -189,8 +194,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       let claim;
       try {
         // What this worker runs is never taken back by it, even after a stall outlived its lease.
-        const running = [...this.batches.keys()].flatMap((b) => [...b.unsettled]);
-        claim = await this.store.claim({ batchSize, leaseMs, maxAttempts: this.options.retry.maxAttempts, running });
+        const heldTokens = [...this.batches.keys()].map((batch) => batch.token);
+        const { maxAttempts } = this.options.retry;
+        claim = await this.store.claim({ batchSize, leaseMs, maxAttempts, heldTokens });
       } catch (error) {
         this.logger.error(`Outbox claim failed; will retry at the next poll: ${describeError(error)}`);
         break;
@@ -206,7 +212,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   /** Waits until every claimed event has started and a lane is free; false once shutdown has begun. */
   private async roomToClaim(): Promise<boolean> {
     const { state } = this;
-    while (!state.stopping && (state.waiting.size > 0 || this.batch.lanes.free === 0)) await state.nextChange();
+    const { lanes } = this.batch;
+    await state.until(() => state.stopping || (state.waiting.size === 0 && lanes.free > 0));
     return !state.stopping;
   }
 
@@ -235,6 +242,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   async beforeApplicationShutdown(): Promise<void> {
     this.state.stopping = true;
     this.state.changed();
+    this.alarm?.stop();
     // What runs as shutdown begins, before anything is awaited.
     const report = shutdownReport(this.state, this.logger, this.options.worker.shutdownTimeoutMs);
     await this.store.closeWakeUp();

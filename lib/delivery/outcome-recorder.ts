@@ -12,6 +12,10 @@ import type { HandlerOutcome } from './handler-invoker';
 
 type UndecodableRow = ClaimResult['undecodable'][number];
 
+/** What is known of an event that died: a row that could not be decoded has no key, payload or headers. */
+type DeadEvent = Pick<ClaimedEvent, 'id' | 'topic' | 'attempts'> &
+  Partial<Pick<ClaimedEvent, 'key' | 'payload' | 'headers'>>;
+
 /**
  * Where the outcome of every claimed event is recorded, one per worker: the write, fenced by the claim
  * token (acknowledge, fail, release); the count in the drain result; the lifecycle event, built only
@@ -62,6 +66,7 @@ export class OutcomeRecorder {
   async fail(event: ClaimedEvent, scope: ClaimScope, targetCount: number, outcomes: HandlerOutcome[]): Promise<void> {
     const { retry, testing } = this.options;
     const decision = decideFailure(event, targetCount, outcomes, retry);
+    const { maxAttempts } = decision;
     const { errorText, completedHandlers, deadLetter, nonRetryable } = decision;
     const retryDelayMs = testing ? 0 : decision.retryDelayMs;
     const update = {
@@ -83,8 +88,9 @@ export class OutcomeRecorder {
       this.events.emit({ type: 'retry.scheduled', id, topic, attempt, delayMs: retryDelayMs, dueAt, error: errorText });
     }
     scope.total.failed++;
+    this.state.retryScheduled?.(retryDelayMs);
     this.logger.warn(
-      `Outbox event ${id} (${topic}) attempt ${attempt} of ${retry.maxAttempts} ` +
+      `Outbox event ${id} (${topic}) attempt ${attempt} of ${maxAttempts} ` +
         `failed; retrying in ${retryDelayMs} ms or later: ${errorText}`,
     );
   }
@@ -215,12 +221,21 @@ export class OutcomeRecorder {
   /** Dead: counted, reported and logged; `where` follows the id in the log line. */
   private dead(
     total: OutboxDrainResult,
-    event: { id: string; topic: string; attempts: number },
+    event: DeadEvent,
     error: string,
     reason: OutboxDeadLetterReason,
     where: string,
   ): void {
     total.deadLettered++;
+    this.options.testing?.eventDeadLettered({
+      id: event.id,
+      topic: event.topic,
+      key: event.key ?? null,
+      payload: event.payload,
+      headers: { ...event.headers },
+      attempt: event.attempts,
+      error: this.options.redactError(error),
+    });
     if (this.events.observed) {
       const { id, topic, attempts: attempt } = event;
       this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason });

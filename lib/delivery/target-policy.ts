@@ -1,14 +1,19 @@
 import { LIMITS } from '../outbox.constants';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
-import type { OutboxRetryOptions, OutboxWorkerOptions, ResolvedRoute } from '../interfaces/outbox-options.interface';
+import type {
+  OutboxRetryOptions,
+  OutboxWorkerOptions,
+  ResolvedRoute,
+  TargetRetry,
+} from '../interfaces/outbox-options.interface';
 import { describeValue } from '../utils/describe-value';
 import { leaseMarginMs } from '../utils/lease-margin';
 import { integerOption, isPlainObject, optionSection } from '../utils/option-checks';
 import { validateTopicPattern } from '../utils/topic';
 
 /**
- * Where events go besides handlers (the `routes` option), and the per-target policy (timeout, backoff bounds) of handlers
+ * Where events go besides handlers (the `routes` option), and the per-target policy (timeout, backoff bounds, attempts) of handlers
  * and routes: resolved from the module options once, at start-up.
  */
 const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
@@ -16,10 +21,10 @@ const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
 /** Resolves the per-target timeout and backoff bounds of a handler or a route against the defaults. */
 export function targetPolicy(
   option: (key: string) => string,
-  given: { timeoutMs?: unknown; retry?: { initialDelayMs?: unknown; maxDelayMs?: unknown } },
+  given: { timeoutMs?: unknown; retry?: { initialDelayMs?: unknown; maxDelayMs?: unknown; maxAttempts?: unknown } },
   worker: Required<OutboxWorkerOptions>,
   retry: Required<OutboxRetryOptions>,
-): { timeoutMs: number; retry: { initialDelayMs: number; maxDelayMs: number } } {
+): { timeoutMs: number; retry: TargetRetry } {
   const max = maxHandlerTimeoutMs(worker);
   const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, max);
   if (!worker.renewLease) assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
@@ -40,7 +45,19 @@ export function targetPolicy(
     initialDelayMs,
     LIMITS.retryDelayMs.max,
   );
-  return { timeoutMs, retry: { initialDelayMs, maxDelayMs } };
+  // Capped by the module's: the claim dead-letters by the module's count (an attempt that outlived its
+  // lease), and an operator lowering it (to 1 in tests, say) lowers it for every target.
+  const maxAttempts = Math.min(
+    retry.maxAttempts,
+    integerOption(
+      option('retry.maxAttempts'),
+      given.retry?.maxAttempts,
+      retry.maxAttempts,
+      LIMITS.maxAttempts.min,
+      LIMITS.maxAttempts.max,
+    ),
+  );
+  return { timeoutMs, retry: { initialDelayMs, maxDelayMs, maxAttempts } };
 }
 
 export function resolveRoutes(

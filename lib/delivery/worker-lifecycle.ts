@@ -36,3 +36,37 @@ export function schedulerRegistryOf(moduleRef: ModuleRef): SchedulerRegistry {
     return new SchedulerRegistry();
   }
 }
+
+/**
+ * One timer for the earliest retry that falls due before the next poll: a failure retried in 141 ms is
+ * claimed then, not at the poll after. A later retry than the one set, or one the poll will find
+ * first, sets nothing.
+ */
+export class RetryAlarm {
+  private next: { at: number; timer: NodeJS.Timeout } | undefined;
+
+  constructor(
+    private readonly pollIntervalMs: number,
+    private readonly wake: () => void,
+  ) {}
+
+  /** A retry was scheduled `delayMs` from now. */
+  retryIn(delayMs: number): void {
+    if (delayMs >= this.pollIntervalMs) return;
+    const at = Date.now() + delayMs;
+    if (this.next && this.next.at <= at) return;
+    this.stop();
+    const timer = setTimeout(() => {
+      this.next = undefined;
+      this.wake();
+    }, delayMs);
+    // A retry to come never keeps the process alive on its own.
+    timer.unref();
+    this.next = { at, timer };
+  }
+
+  stop(): void {
+    if (this.next) clearTimeout(this.next.timer);
+    this.next = undefined;
+  }
+}

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { OUTBOX_OPTIONS } from '../outbox.constants';
+import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { filter, Subject, type Observable } from 'rxjs';
 import { describeError } from '../utils/describe-error';
@@ -26,7 +26,7 @@ export class OutboxEvents {
   private readonly logger = new Logger('OutboxEvents');
   private readonly redact: (text: string) => string;
 
-  constructor(@Optional() @Inject(OUTBOX_OPTIONS) options?: Pick<ResolvedOutboxOptions, 'redactError'>) {
+  constructor(@Optional() @Inject(OUTBOX_RESOLVED_OPTIONS) options?: Pick<ResolvedOutboxOptions, 'redactError'>) {
     this.redact = options?.redactError ?? ((text) => text);
   }
   private readonly subject = new Subject<OutboxLifecycleEvent>();

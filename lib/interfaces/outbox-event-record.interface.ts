@@ -29,7 +29,10 @@ export interface OutboxEventRecord {
   /** Due time; while claimed, the end of the lease. */
   availableAt: Date;
   claimToken: string | null;
-  /** Names of the handlers that already succeeded. */
+  /**
+   * Names of the targets that succeeded in an earlier attempt that failed as a whole (a retry skips
+   * them); left as it was when the event is delivered.
+   */
   completedHandlers: string[];
   /** The error the last failed attempt recorded; never overwritten by a lease expiry or a release. */
   lastError: string | null;

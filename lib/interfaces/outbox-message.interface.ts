@@ -21,6 +21,19 @@ export interface OutboxMessage<T = unknown> {
 /** A message as tests record it (`InMemoryTransport`, `OutboxTesting`): its data, without the `signal`. */
 export type RecordedOutboxMessage = Omit<OutboxMessage, 'signal'>;
 
+/** An event as `OutboxTesting` records its death: its data, the attempt it died at, and why. */
+export interface OutboxDeadLetterRecord<T = unknown> {
+  id: string;
+  topic: string;
+  key: string | null;
+  /** `undefined` only for a stored row that could not be decoded. */
+  payload: T;
+  headers: Record<string, string>;
+  attempt: number;
+  /** The error recorded, as `last_error` holds it. */
+  error: string;
+}
+
 export interface OutboxHandlerOptions {
   /**
    * Stable name of this handler, recorded when it succeeds so a retry skips it. Default
@@ -32,8 +45,12 @@ export interface OutboxHandlerOptions {
    * `worker.leaseMs`. Default `worker.handlerTimeoutMs`.
    */
   timeoutMs?: number;
-  /** Backoff bounds for this handler's failures; the largest among the failed handlers of an event is used. */
-  retry?: { initialDelayMs?: number; maxDelayMs?: number };
+  /**
+   * Backoff bounds for this handler's failures (the largest among the failed handlers of an event is
+   * used), and the attempts it allows, capped by the module's `retry.maxAttempts`; an event is
+   * dead-lettered when a handler fails on its own last attempt.
+   */
+  retry?: { initialDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
 }
 
 export type OutboxHandlerFn<T = unknown> = (message: OutboxMessage<T>) => Promise<void> | void;

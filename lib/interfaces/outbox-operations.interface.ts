@@ -46,7 +46,13 @@ export interface OutboxEventView {
   state: OutboxEventState;
   /** Attempts counted since it was published or last redriven. */
   attempts: number;
-  /** Handlers that already succeeded: a retry runs only the others. */
+  /**
+   * The handlers and routes that succeeded in an earlier attempt, one that failed as a whole: a retry
+   * runs only the others. `[]` for an event delivered at its first attempt — all of its targets
+   * succeeded then, and none was left for later.
+   */
+  succeededEarlier: string[];
+  /** @deprecated The same list as `succeededEarlier`, under the name that read as "no handler ran"; removed in 1.0. */
   completedHandlers: string[];
   lastError: string | null;
   /** What the outbox itself noted (a lease that expired, a last attempt given back). */

@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { RecordedOutboxMessage } from './outbox-message.interface';
+import type { OutboxDeadLetterRecord, RecordedOutboxMessage } from './outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
 import type { OutboxWakeUpChannel } from './outbox-wake-up.interface';
 
@@ -147,6 +147,8 @@ export interface ResolvedOutboxOptions {
 export interface OutboxTestingHooks {
   /** After each handler call (routes excluded), with the message it was given and its error, if any. */
   handlerCalled(handler: string, message: RecordedOutboxMessage, error: unknown): void;
+  /** After an event was dead-lettered, however it died. */
+  eventDeadLettered(record: OutboxDeadLetterRecord): void;
 }
 
 export interface ResolvedRetention {
@@ -157,7 +159,15 @@ export interface ResolvedRetention {
   batchSize: number;
 }
 
+/** A handler's or route's own retry policy, resolved: its backoff bounds and how many attempts it allows. */
+export interface TargetRetry {
+  initialDelayMs: number;
+  maxDelayMs: number;
+  /** Capped by `retry.maxAttempts`: a target may give up sooner, never later. */
+  maxAttempts: number;
+}
+
 export interface ResolvedRoute extends OutboxRoute {
   timeoutMs: number;
-  retry: { initialDelayMs: number; maxDelayMs: number };
+  retry: TargetRetry;
 }

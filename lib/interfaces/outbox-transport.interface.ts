@@ -13,8 +13,11 @@ export interface OutboxRoute {
   options?: Record<string, unknown>;
   /** Time limit of one send, in ms; shorter than `worker.leaseMs`. Default `worker.handlerTimeoutMs`. */
   timeoutMs?: number;
-  /** Backoff bounds for this route's failures. */
-  retry?: { initialDelayMs?: number; maxDelayMs?: number };
+  /**
+   * Backoff bounds for this route's failures, and the attempts it allows (capped by `retry.maxAttempts`:
+   * the event is dead-lettered when it fails here on its `maxAttempts`-th attempt).
+   */
+  retry?: { initialDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
 }
 
 /**

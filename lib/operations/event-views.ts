@@ -44,6 +44,7 @@ export function eventView(event: StoredEvent, state: OutboxEventState): OutboxEv
     status: event.status,
     state,
     attempts: event.attempts,
+    succeededEarlier: event.completedHandlers,
     completedHandlers: event.completedHandlers,
     lastError: event.lastError,
     note: event.note,

@@ -1,8 +1,8 @@
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxDrainResult } from '../delivery/drain-result';
 import type { OutboxWorker } from '../delivery/outbox.worker';
-import type { OutboxEvents } from '../events/outbox-events';
 import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
+import type { OutboxDeadLetterRecord } from '../interfaces/outbox-message.interface';
 import type { InMemoryTransport, RecordedOutboxMessage } from '../transports/in-memory.transport';
 import { describeError } from '../utils/describe-error';
 
@@ -22,14 +22,16 @@ export interface OutboxHandlerRecord<T = unknown> extends RecordedOutboxMessage 
  */
 export class OutboxTestHarness implements OutboxTestingHooks {
   private readonly calls: OutboxHandlerRecord[] = [];
-  private readonly dead: Array<{ id: string; topic: string; error: string }> = [];
+  private readonly deaths: OutboxDeadLetterRecord[] = [];
 
   constructor(
-    events: OutboxEvents,
     private readonly transports: InMemoryTransport[],
     private readonly worker: () => OutboxWorker,
-  ) {
-    events.ofType('dead-lettered').subscribe(({ id, topic, error }) => this.dead.push({ id, topic, error }));
+  ) {}
+
+  /** For the worker: an event was dead-lettered. */
+  eventDeadLettered(record: OutboxDeadLetterRecord): void {
+    this.deaths.push(record);
   }
 
   /** For the worker: a handler call ended. */
@@ -64,9 +66,15 @@ export class OutboxTestHarness implements OutboxTestingHooks {
     ) as Array<OutboxHandlerRecord<T>>;
   }
 
-  /** The events dead-lettered since the module was created (or the last `clear()`), in order. */
-  deadLettered(topic?: string): Array<{ id: string; topic: string; error: string }> {
-    return this.dead.filter((event) => topic === undefined || event.topic === topic);
+  /**
+   * The events dead-lettered since the module was created (or the last `clear()`), in order, each with
+   * its payload, key, headers, the attempt it died at and the error; only those of exactly `topic` when
+   * it is given.
+   */
+  deadLettered<T = unknown>(topic?: string): Array<OutboxDeadLetterRecord<T>> {
+    return this.deaths.filter((event) => topic === undefined || event.topic === topic) as Array<
+      OutboxDeadLetterRecord<T>
+    >;
   }
 
   /**
@@ -96,7 +104,7 @@ export class OutboxTestHarness implements OutboxTestingHooks {
   /** Forgets every record and what the transports sent (with their pending `failNext()`). */
   clear(): void {
     this.calls.length = 0;
-    this.dead.length = 0;
+    this.deaths.length = 0;
     for (const transport of this.transports) transport.clear();
   }
 }

@@ -4,7 +4,6 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { OutboxMessage } from '../interfaces/outbox-message.interface';
 import { ModuleRef } from '@nestjs/core';
 import { OutboxWorker } from '../delivery/outbox.worker';
-import { OutboxEvents } from '../events/outbox-events';
 import { InMemoryTransport } from '../transports/in-memory.transport';
 import { validateTopic } from '../utils/topic';
 import { uuidv7 } from '../utils/uuidv7';
@@ -56,12 +55,12 @@ export class OutboxTesting {
    */
   static override<B>(builder: OutboxOverridableBuilder<B>): B {
     return builder.overrideProvider(OUTBOX_OPTIONS).useFactory({
-      inject: [OUTBOX_RESOLVED_OPTIONS, OutboxEvents, ModuleRef],
-      factory: (resolved: ResolvedOutboxOptions, events: OutboxEvents, module: ModuleRef) => {
+      inject: [OUTBOX_RESOLVED_OPTIONS, ModuleRef],
+      factory: (resolved: ResolvedOutboxOptions, module: ModuleRef) => {
         // Same names, so every route resolves to its stand-in; nothing connects to a broker or a URL.
         const transports = resolved.transports.map((transport) => new InMemoryTransport(transport.name));
         // The worker is built after these options: the harness looks it up when it first drains.
-        const harness = new OutboxTestHarness(events, transports, () => module.get(OutboxWorker));
+        const harness = new OutboxTestHarness(transports, () => module.get(OutboxWorker));
         return testingOptions(resolved, harness, transports);
       },
     });

@@ -69,6 +69,17 @@ describe('resolveOutboxOptions', () => {
       });
       expect(resolved.worker.handlerTimeoutMs).toBe(86_400_000);
       expect(resolved.routes[0].timeoutMs).toBe(120_000);
+      expect(resolved.routes[0].retry.maxAttempts).toBe(resolved.retry.maxAttempts);
+      // A target's own count is capped by the module's.
+      const capped = resolveOutboxOptions({
+        retry: { maxAttempts: 5 },
+        transports: [transport('t')],
+        routes: [
+          { topic: 'a', transport: 't', retry: { maxAttempts: 6 } },
+          { topic: 'b', transport: 't', retry: { maxAttempts: 2 } },
+        ],
+      });
+      expect(capped.routes.map((route) => route.retry.maxAttempts)).toEqual([5, 2]);
       expect(
         resolveOutboxOptions({ worker: { renewLease: true, leaseMs: 10_000, handlerTimeoutMs: 10_000 } }).worker,
       ).toMatchObject({
@@ -137,7 +148,7 @@ describe('resolveOutboxOptions', () => {
         transport: 'hooks',
         options: { url: 'https://example.test/in' },
         timeoutMs: 30_000,
-        retry: { initialDelayMs: 1000, maxDelayMs: 5000 },
+        retry: { initialDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10 },
       },
     ]);
   });
@@ -199,6 +210,12 @@ describe('resolveOutboxOptions', () => {
       /unknown transport "kafka"; the module's transports are: rabbit/,
     ],
     ['routes[0].transport', { routes: [{ topic: 'a', transport: 'x' }] }, /\(none\)/],
+    [
+      'routes[0].retry.maxAttempts',
+      { transports: [transport('t')], routes: [{ topic: '#', transport: 't', retry: { maxAttempts: 0 } }] },
+      /from 1 to 100/,
+    ],
+    ['redactError', { redactError: 'mask' }, /expected a function/],
     [
       'routes[0].topic',
       { transports: [transport('t')], routes: [{ topic: 'order..x', transport: 't' }] },

@@ -63,25 +63,25 @@ export class MysqlDialect implements OutboxDialect {
     };
   }
 
-  claimSelection(table: OutboxTable, batchSize: number): Statement {
+  claimSelection(table: OutboxTable, batchSize: number, heldTokens: readonly string[] = []): Statement {
     // The index (status, available_at, id) serves both the filter and the ORDER BY: no filesort, so
     // InnoDB locks only the rows it returns and a second worker skips them. It reads what the worker
-    // needs at once (the locking read visits each row anyway): no second read after the update.
+    // needs at once (the locking read visits each row anyway): no second read after the update. A row
+    // one of the worker's own claims still holds fails the condition on the row it has read, and at
+    // READ COMMITTED its lock is let go at once.
+    const held = heldTokens.map(() => '?').join(', ');
     return {
       sql:
         `SELECT ${PICKED} FROM ${qt(table)} WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
+        (held ? `AND (\`claim_token\` IS NULL OR \`claim_token\` NOT IN (${held})) ` : '') +
         'ORDER BY `available_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED',
-      params: [batchSize],
+      params: [...heldTokens, batchSize],
     };
   }
 
   async claim(executor: SqlExecutor, table: OutboxTable, a: ClaimArgs) {
     return executor.transaction(async (run) => {
-      const { rows: selected } = await run(this.claimSelection(table, a.batchSize));
-      // Left out here rather than in the locking read, whose plan a NOT IN on the primary key could change;
-      // the rows left out stay as they are, their locks released at commit.
-      const running = new Set(a.running);
-      const picked = running.size > 0 ? selected.filter((row) => !running.has(String(row.id))) : selected;
+      const { rows: picked } = await run(this.claimSelection(table, a.batchSize, a.heldTokens));
       if (picked.length === 0) return [];
       const ids = picked.map((row) => String(row.id));
       const b = new StatementBuilder(this.flavor.placeholder);

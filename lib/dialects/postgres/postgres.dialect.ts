@@ -29,9 +29,9 @@ import { StatementBuilder } from '../shared/statement-builder';
 const finished = (status: string, o = '') =>
   `${o}"status" = '${finishedStatus(status)}' AND ${o}"processed_at" < now() - $1::bigint * interval '1 millisecond'`;
 
-/** The claim's locking selection of up to `limit` due rows, in due order; `also`, a further condition. */
-const picking = (table: OutboxTable, limit: string, also = '') =>
-  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= now()${also} ` +
+/** The claim's locking selection of up to `limit` due rows, in due order. */
+const picking = (table: OutboxTable, limit: string) =>
+  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= now() ` +
   `ORDER BY "available_at", "id" LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
 
 /** What a claim returns: times as epoch milliseconds, a number, where a timestamp is parsed from text. */
@@ -86,7 +86,9 @@ export class PostgresDialect implements OutboxDialect {
   async claim(executor: SqlExecutor, table: OutboxTable, a: ClaimArgs) {
     const b = new StatementBuilder(this.flavor.placeholder);
     const p = b.named({ batchSize: a.batchSize, token: a.token, leaseMs: a.leaseMs, maxAttempts: a.maxAttempts });
-    const notRunning = a.running?.length ? ` AND NOT ${this.flavor.idIn(b.bind, [...a.running])}` : '';
+    const notHeld = a.heldTokens?.length
+      ? ` AND (o."claim_token" IS NULL OR o."claim_token" <> ALL(${b.bind([...a.heldTokens])}::uuid[]))`
+      : '';
     const set = claimAssignments(this.flavor, {
       now: 'now()',
       leaseEnd: `now() + ${p.leaseMs}::bigint * interval '1 millisecond'`,
@@ -95,11 +97,11 @@ export class PostgresDialect implements OutboxDialect {
     });
     // One statement: the locking selection (eligibility inside it) feeds the update, re-checked there.
     const { rows } = await executor.run(
-      b.statement(`WITH picked AS (${picking(table, p.batchSize, notRunning)})
+      b.statement(`WITH picked AS (${picking(table, p.batchSize)})
   UPDATE ${quoteTable(table)} AS o SET
     ${set}
   FROM picked
-  WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()
+  WHERE o."id" = picked."id" AND o."status" = 'pending' AND o."available_at" <= now()${notHeld}
   RETURNING ${RETURNED}`),
     );
     return rows;

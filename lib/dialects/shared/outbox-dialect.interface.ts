@@ -141,8 +141,8 @@ export interface DeliveryStatements {
    * Takes up to `batchSize` due rows for `token` — lease, attempt + 1 — in one short transaction by the
    * database clock, dead-lettering instead those whose final attempt's lease expired; returns the rows
    * as they are after the claim, with the columns `decodeClaimed` reads (`CLAIMED_COLUMNS`, and
-   * `created_at` as a time or milliseconds since the epoch). Never takes one of `running`: the events the
-   * claiming worker delivers now, whose lease may have run out while it stalled or waited for a connection.
+   * `created_at` as a time or milliseconds since the epoch). Never takes a row still held by one of
+   * `heldTokens`: the claiming worker's own, whose lease may have run out while it stalled or waited.
    */
   claim(executor: SqlExecutor, table: OutboxTable, args: ClaimArgs): Promise<Record<string, unknown>[]>;
   /** The locking selection of the claim, for EXPLAIN in tests and operations. */
@@ -182,8 +182,11 @@ export interface ClaimArgs {
   token: string;
   leaseMs: number;
   maxAttempts: number;
-  /** Ids the claiming worker is delivering: not taken back, even with their lease run out. */
-  running?: readonly string[];
+  /**
+   * The tokens of the claims the claiming worker is still delivering: a row that still carries one is
+   * not taken back, even with its lease run out (the worker stalled, or waited for a connection).
+   */
+  heldTokens?: readonly string[];
 }
 
 export interface RenewalArgs {

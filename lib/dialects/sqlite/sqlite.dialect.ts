@@ -26,8 +26,8 @@ import { renewStatement } from '../shared/outcome-statements';
 import { StatementBuilder } from '../shared/statement-builder';
 
 /** The claim's selection of up to `limit` due rows by the clock `now`, in due order. */
-const picking = (table: OutboxTable, limit: string, now: string, also = '') =>
-  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= ${now}${also} ` +
+const picking = (table: OutboxTable, limit: string, now: string) =>
+  `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= ${now} ` +
   `ORDER BY "available_at", "id" LIMIT ${limit}`;
 
 /**
@@ -82,7 +82,8 @@ export class SqliteDialect implements OutboxDialect {
   async claim(executor: SqlExecutor, table: OutboxTable, a: ClaimArgs) {
     const b = new StatementBuilder(this.flavor.placeholder);
     const p = b.named({ batchSize: a.batchSize, token: a.token, maxAttempts: a.maxAttempts });
-    const notRunning = a.running?.length ? ` AND NOT ${this.flavor.idIn(b.bind, [...a.running])}` : '';
+    const held = a.heldTokens?.map((token) => b.bind(token)).join(', ');
+    const notHeld = held ? ` AND ("claim_token" IS NULL OR "claim_token" NOT IN (${held}))` : '';
     // The clock is read once per statement (a CTE), not once per row.
     const now = '(SELECT "now" FROM clock)';
     const set = claimAssignments(this.flavor, {
@@ -96,10 +97,10 @@ export class SqliteDialect implements OutboxDialect {
     // with "UPDATE " through run(), which drops the RETURNING rows.
     const { rows, affected } = await executor.run(
       b.statement(`WITH clock AS (SELECT ${NOW} AS "now", ${this.flavor.later(b.bind, a.leaseMs)} AS "lease_end"),
-  picked AS (${picking(table, p.batchSize, now, notRunning)})
+  picked AS (${picking(table, p.batchSize, now)})
   UPDATE ${quoteTable(table)} SET
     ${set}
-  WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}
+  WHERE "id" IN (SELECT "id" FROM picked) AND "status" = 'pending' AND "available_at" <= ${now}${notHeld}
   RETURNING ${CLAIMED_COLUMNS.map(quoteIdent).join(', ')}`),
     );
     if (affected > rows.length) {

@@ -49,6 +49,17 @@ describe.each(backends())('draining and polling on %s', (backend) => {
     expect(new Set(b.calls.map((c) => c.message.id)).size).toBe(2);
   });
 
+  it('wakes for a retry due before the next poll, at its time', async () => {
+    // The interval never fires within the test: only the retry's own timer can bring attempt 2.
+    const { b, publish, row } = await start({
+      worker: { enabled: true, pollIntervalMs: 3_600_000 },
+      retry: { maxAttempts: 3, initialDelayMs: 300, maxDelayMs: 300 },
+    });
+    const { id } = await publish('multi', { n: 1 });
+    await eventually(async () => (await row(id)).status === 'delivered', 10_000, 'the retry delivered');
+    expect(b.calls.map((c) => `${c.handler}@${c.message.attempt}`)).toEqual(['first@1', 'second@1', 'second@2']);
+  });
+
   it.each([
     ['with ScheduleModule imported by the app', true],
     ['without ScheduleModule', false],

@@ -76,6 +76,16 @@ describe.each(backends())('failures and retries on %s', (backend) => {
     expect(stored.last_error).toBe('no handler or route for topic "nobody.listens" in this application');
   });
 
+  it("dead-letters at a handler's own maxAttempts, below the module's", async () => {
+    // The module allows 3 attempts; the handler, 2.
+    const { app, b, publish, row } = await start();
+    const { id } = await publish('gives.up');
+    expect(await app.worker.drain()).toMatchObject({ failed: 1, deadLettered: 1 });
+    expect(b.calls.map((c) => `${c.handler}@${c.message.attempt}`)).toEqual(['givesUp@1', 'givesUp@2']);
+    expect(await row(id)).toMatchObject({ status: 'dead', attempts: 2, last_error: 'Handlers.givesUp: Error: gave up at 2' });
+    expect(app.logger.matching(/ attempt 1 of 2 failed; retrying in /)).toHaveLength(1);
+  });
+
   it('dead-letters at once on OutboxNonRetryableError', async () => {
     const { app, b, publish, row } = await start();
     const { id } = await publish('poison');

@@ -1,3 +1,4 @@
+import { OutboxOperations } from '../../../lib';
 import { backends } from '../../fixtures/backends';
 import { Handlers, workerApps } from '../../fixtures/worker-app';
 
@@ -21,6 +22,16 @@ describe.each(backends())('the handlers of a topic on %s', (backend) => {
     const stored = await row(id);
     expect(stored.status).toBe('delivered');
     expect(stored.attempts).toBe(2);
+  });
+
+  it("says in an event's view which targets succeeded in an earlier attempt, and none for one delivered at once", async () => {
+    const { app, publish } = await start();
+    const { id } = await publish('multi', { n: 1 });
+    const { id: plainId } = await publish('plain');
+    expect(await app.worker.drain()).toMatchObject({ delivered: 2 });
+    const operations = app.module.get(OutboxOperations);
+    expect(await operations.get(id)).toMatchObject({ status: 'delivered', succeededEarlier: ['Handlers.first'] });
+    expect(await operations.get(plainId)).toMatchObject({ status: 'delivered', succeededEarlier: [] });
   });
 
   it('gives every handler of a topic its own copy of the payload and headers', async () => {

@@ -140,8 +140,10 @@ describe.each(backends())('leases on %s', (backend) => {
      * then fails), and drains: later calls succeed.
      */
     async function drainTakenMeanwhile(thenThrow: boolean) {
+      // One lane: the worker claims nothing more while the handler runs, so the other claim is the only
+      // one to find the row due (a claim of the worker's own would lock it for a moment on MySQL).
       const worker = await start({
-        worker: { leaseMs: 1000 },
+        worker: { leaseMs: 1000, concurrency: 1 },
         retry: { maxAttempts: 5, initialDelayMs: 0, maxDelayMs: 0 },
       });
       const { b, publish, app } = worker;

@@ -110,12 +110,22 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
   it('dead-letters after the last attempt within one drain(), and records it', async () => {
     const outbox = OutboxTesting.from(app.module);
     handlers.failuresLeft = 3;
-    const { id } = await publish('order.placed', { orderId: 'o-3' });
+    const { id } = await app.txHost.withTransaction(() =>
+      app.outbox.publish('order.placed', { orderId: 'o-3' }, { key: 'o-3', headers: { 'x-trace': 't3' } }),
+    );
 
     expect(await outbox.drain()).toEqual({ delivered: 0, failed: 2, deadLettered: 1, released: 0, lostLeases: 0 });
     expect(outbox.failed().map((run) => run.attempt)).toEqual([1, 2, 3]);
-    expect(outbox.deadLettered()).toEqual([
-      { id, topic: 'order.placed', error: expect.stringContaining('451') as string },
+    expect(outbox.deadLettered<{ orderId: string }>()).toEqual([
+      {
+        id,
+        topic: 'order.placed',
+        key: 'o-3',
+        payload: { orderId: 'o-3' },
+        headers: { 'x-trace': 't3' },
+        attempt: 3,
+        error: expect.stringContaining('451') as string,
+      },
     ]);
     expect((await outboxRows(app))[0].status).toBe('dead');
   });
@@ -125,7 +135,13 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
     const { id } = await publish('order.poisoned', {});
     expect((await outbox.drain()).deadLettered).toBe(1);
     expect(outbox.deadLettered('order.poisoned')).toEqual([
-      { id, topic: 'order.poisoned', error: expect.stringContaining('malformed order') as string },
+      expect.objectContaining({
+        id,
+        topic: 'order.poisoned',
+        payload: {},
+        attempt: 1,
+        error: expect.stringContaining('malformed order') as string,
+      }),
     ]);
   });
 

@@ -39,6 +39,35 @@ function switchToPostgres(dir: string): void {
   writeFileSync(file, source.replace(sqlite, "type: 'postgres', url: process.env.DATABASE_URL,"));
 }
 
+/** Another handler of `order.placed`, registered in the quick start's OrdersModule. */
+function addSecondHandler(dir: string): void {
+  writeFileSync(
+    join(dir, 'src/orders/order-mailer.handler.ts'),
+    [
+      "import { Injectable } from '@nestjs/common';",
+      "import { OutboxHandler } from 'nestjs-typeorm-outbox';",
+      '',
+      '@Injectable()',
+      'export class OrderMailerHandler {',
+      "  @OutboxHandler('order.placed')",
+      '  onOrderPlaced(): void {}',
+      '}',
+      '',
+    ].join('\n'),
+  );
+  const file = join(dir, 'src/orders/orders.module.ts');
+  const providers = 'providers: [OrdersService, OrderPlacedHandler]';
+  const source = readFileSync(file, 'utf8');
+  if (!source.includes(providers)) {
+    throw new Error(`the quick start's OrdersModule changed: "${providers}" no longer in src/orders/orders.module.ts`);
+  }
+  writeFileSync(
+    file,
+    "import { OrderMailerHandler } from './order-mailer.handler';\n" +
+      source.replace(providers, 'providers: [OrdersService, OrderPlacedHandler, OrderMailerHandler]'),
+  );
+}
+
 interface Variant {
   title: string;
   setUp(dir: string): Promise<void>;
@@ -50,6 +79,19 @@ const variants: Variant[] = [
     title: 'SQLite, as pasted',
     // The quick start's database is `app.sqlite` in the working directory: the pasted app's folder.
     setUp: (dir) => {
+      process.chdir(dir);
+      return Promise.resolve();
+    },
+    tearDown: () => {
+      process.chdir(root);
+      return Promise.resolve();
+    },
+  },
+  {
+    title: 'SQLite, with a second handler of the same topic',
+    // A mailer added next month listens to order.placed too: the recipe must still pass unchanged.
+    setUp: (dir) => {
+      addSecondHandler(dir);
       process.chdir(dir);
       return Promise.resolve();
     },
