@@ -82,7 +82,11 @@ describe.each(backends())('failures and retries on %s', (backend) => {
     const { id } = await publish('gives.up');
     expect(await app.worker.drain()).toMatchObject({ failed: 1, deadLettered: 1 });
     expect(b.calls.map((c) => `${c.handler}@${c.message.attempt}`)).toEqual(['givesUp@1', 'givesUp@2']);
-    expect(await row(id)).toMatchObject({ status: 'dead', attempts: 2, last_error: 'Handlers.givesUp: Error: gave up at 2' });
+    expect(await row(id)).toMatchObject({
+      status: 'dead',
+      attempts: 2,
+      last_error: 'Handlers.givesUp: Error: gave up at 2',
+    });
     expect(app.logger.matching(/ attempt 1 of 2 failed; retrying in /)).toHaveLength(1);
   });
 
