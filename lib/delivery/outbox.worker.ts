@@ -99,9 +99,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         setInterval(() => retention.tick(), retention.intervalMs),
       );
     this.scope = new AsyncResource('OutboxWorker');
-    const alarm = new RetryAlarm(this.options.worker.pollIntervalMs, () => this.kick());
-    this.state.retryScheduled = (delayMs) => alarm.retryIn(delayMs);
-    this.alarm = alarm;
+    this.alarm = new RetryAlarm(this.options.worker.pollIntervalMs, () => this.kick());
+    this.state.retryScheduled = (delayMs) => this.alarm?.retryIn(delayMs);
     await this.store.listenForWakeUps(
       () => this.kick(),
       (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`),
@@ -137,10 +136,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   /**
-   * Runs one retention pass now, after any pass in progress (scheduled or not): deletes delivered
-   * rows older than `retention.deliveredMs` and, with `retention.deadMs`, dead ones older than that,
-   * in batches of `retention.batchSize`. Resolves with how many of each it deleted. Works whether or
-   * not the worker is scheduled in this process; rejects when `retention` is `false`.
+   * Runs one retention pass now, after any in progress: deletes delivered rows older than `deliveredMs`
+   * and, with `deadMs`, dead ones, in batches; resolves with how many of each. Works whether or not the
+   * worker is scheduled here; rejects when `retention` is `false`.
    */
   purge(): Promise<OutboxPurgeResult> {
     if (!this.retention) {
@@ -189,13 +187,13 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
    */
   private async claimUntil(total: OutboxDrainResult, done: (claimed: number) => boolean): Promise<number> {
     const { batchSize, leaseMs } = this.options.worker;
+    const { maxAttempts } = this.options.retry;
     let taken = 0;
     while (await this.roomToClaim()) {
       let claim;
       try {
         // What this worker runs is never taken back by it, even after a stall outlived its lease.
         const heldTokens = [...this.batches.keys()].map((batch) => batch.token);
-        const { maxAttempts } = this.options.retry;
         claim = await this.store.claim({ batchSize, leaseMs, maxAttempts, heldTokens });
       } catch (error) {
         this.logger.error(`Outbox claim failed; will retry at the next poll: ${describeError(error)}`);
@@ -211,9 +209,8 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
 
   /** Waits until every claimed event has started and a lane is free; false once shutdown has begun. */
   private async roomToClaim(): Promise<boolean> {
-    const { state } = this;
-    const { lanes } = this.batch;
-    await state.until(() => state.stopping || (state.waiting.size === 0 && lanes.free > 0));
+    const { state, batch } = this;
+    await state.until(() => state.stopping || (state.waiting.size === 0 && batch.lanes.free > 0));
     return !state.stopping;
   }
 

@@ -21,16 +21,11 @@ export interface OutboxMessage<T = unknown> {
 /** A message as tests record it (`InMemoryTransport`, `OutboxTesting`): its data, without the `signal`. */
 export type RecordedOutboxMessage = Omit<OutboxMessage, 'signal'>;
 
-/** An event as `OutboxTesting` records its death: its data, the attempt it died at, and why. */
-export interface OutboxDeadLetterRecord<T = unknown> {
-  id: string;
-  topic: string;
-  key: string | null;
-  /** `undefined` only for a stored row that could not be decoded. */
-  payload: T;
-  headers: Record<string, string>;
-  attempt: number;
-  /** The error recorded, as `last_error` holds it. */
+/**
+ * An event as `OutboxTesting` records its death: its data (the `payload` is `undefined` only for a stored
+ * row that could not be decoded), the attempt it died at, and the error recorded, as `last_error` holds it.
+ */
+export interface OutboxDeadLetterRecord<T = unknown> extends Omit<OutboxMessage<T>, 'signal' | 'createdAt'> {
   error: string;
 }
 
