@@ -89,7 +89,13 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
   it('records an error text with NUL, a lone surrogate and a megabyte of text: cleaned, bounded, with its backoff', async () => {
     const app = await start(3, undefined, 60_000);
     const { id } = await app.txHost.withTransaction(() => app.outbox.publish('garbled', {}));
-    expect(await app.worker.drain()).toMatchObject({ failed: 1, lostLeases: 0 });
+    // The jitter pinned at half the ceiling (30 s): a full-jitter draw under 1 s would look like no backoff.
+    const random = jest.spyOn(Math, 'random').mockReturnValue(0.5);
+    try {
+      expect(await app.worker.drain()).toMatchObject({ failed: 1, lostLeases: 0 });
+    } finally {
+      random.mockRestore();
+    }
     const [row] = await outboxRows(app);
     expect(row).toMatchObject({ id, status: 'pending', attempts: 1, claim_token: null, expired_attempts: 0 });
     const error = String(row.last_error);
