@@ -7,12 +7,14 @@
  *                                    channel, or by Redis; prints "R <id> <ms>" per event, "S" when a slow handler starts
  *  lib-memory <db> <table> <batch> <total>  drains like lib-drain, printing RSS before, at each quarter, and after (run with --expose-gc)
  *  raw-memory <db> <table> <batch> <total>  the same with the hand-written drain loop: the baseline of what Node and the driver take
+ * With OUTBOX_BENCH_ORDERED=1 the library's modes order the bench topic per key (bench/ordered.ts).
  */
 import { createInterface } from 'node:readline';
 import { OutboxWorker } from '../lib';
 import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
+import { BENCH_ORDERING } from './ordered';
 
 const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, string, string];
 const batch = Number(batchText ?? 500);
@@ -98,6 +100,7 @@ async function main() {
     {
       worker: { enabled: listen, batchSize: batch, concurrency: 10 },
       ...wakeUpOption(listen ? process.argv[6] : undefined),
+      ...(process.env.OUTBOX_BENCH_ORDERED === '1' ? BENCH_ORDERING : {}),
     },
     4,
   );

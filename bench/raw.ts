@@ -111,8 +111,7 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
 const q = (db: Db, name: string) => (db === 'mariadb' ? `\`${name}\`` : `"${name}"`);
 
 export async function createTables(db: Db, r: Raw, table: string): Promise<void> {
-  await r.query(`DROP TABLE IF EXISTS ${q(db, table)}`);
-  await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
+  await dropTables(db, r, table);
   const type = db === 'postgres' ? 'postgres' : db === 'mariadb' ? 'mariadb' : 'better-sqlite3';
   const dialect = dialectForType(type);
   // The table as the latest migrations leave it.
@@ -126,6 +125,8 @@ export async function createTables(db: Db, r: Raw, table: string): Promise<void>
 export async function dropTables(db: Db, r: Raw, table: string): Promise<void> {
   await r.query(`DROP TABLE IF EXISTS ${q(db, table)}`);
   await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_orders`)}`);
+  // Schema version 7's table of ordered keys.
+  await r.query(`DROP TABLE IF EXISTS ${q(db, `${table}_keys`)}`);
 }
 
 /** Ids of filled rows, counted across calls so that no two are equal. */

@@ -2,7 +2,9 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * slow-handler,memory,claim,operations the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * slow-handler,memory,claim,operations,ordered the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
+ * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
  * OUTBOX_BENCH_SECTIONS=idle-tx (not in the default list: about 20 minutes in full on the 2-core machine, most of it MariaDB's held phase) measures the claim
  * with a transaction held open on PostgreSQL and MariaDB and writes bench/results/idle-transaction.{json,md}
@@ -24,6 +26,7 @@ import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from '.
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
+import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
@@ -36,6 +39,7 @@ const SECTIONS = new Set(
     'memory',
     'claim',
     'operations',
+    'ordered',
   ],
 );
 const SIZES = {
@@ -49,7 +53,7 @@ const SIZES = {
   pending: 10_000,
 };
 const IDLE_TX_SIZES = { calm: QUICK ? 5_000 : 10_000, held: QUICK ? 20_000 : 100_000, round: 1_000 };
-const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'slow-handler', 'memory', 'claim', 'operations'];
+const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'slow-handler', 'memory', 'claim', 'operations', 'ordered'];
 const OPERATIONS_SIZES: OperationsSizes = {
   history: SIZES.history,
   pending: SIZES.pending,
@@ -67,7 +71,11 @@ const RELAY_TARGETS: Partial<Record<Db, Record<string, number>>> = {
 /** OUTBOX_BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' profiles the drain's worker processes. */
 const NODE_ARGS = process.env.OUTBOX_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 const ENQUEUE_ROUNDS = QUICK ? 1 : 3;
-const DRAIN_ROUNDS = QUICK ? 1 : 3;
+const DRAIN_ROUNDS = Number(process.env.OUTBOX_BENCH_DRAIN_ROUNDS ?? (QUICK ? 1 : 3));
+const DRAIN_CASES = process.env.OUTBOX_BENCH_DRAIN?.split(',');
+const DRAIN_IMPLS = (process.env.OUTBOX_BENCH_IMPLS?.split(',') ?? ['relay', 'raw', 'lib']) as Array<
+  'relay' | 'raw' | 'lib'
+>;
 const ROOT = join(__dirname, '..');
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -82,13 +90,13 @@ interface Child {
   kill(): void;
 }
 
-function child(args: string[], nodeArgs: string[] = []): Child {
+function child(args: string[], nodeArgs: string[] = [], env: Record<string, string> = {}): Child {
   const proc = spawn(
     process.execPath,
     [...nodeArgs, '-r', 'ts-node/register/transpile-only', join(ROOT, 'bench/child.ts'), ...args],
     {
       cwd: ROOT,
-      env: { ...process.env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
+      env: { ...process.env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json'), ...env },
       stdio: ['pipe', 'pipe', 'inherit'],
     },
   );
@@ -138,19 +146,7 @@ async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T 
 async function enqueue(db: Db) {
   const r = await raw(db, 4);
   await createTables(db, r, TABLE);
-  const loop = async (once: () => Promise<void>) => {
-    const deadline = Date.now() + SIZES.enqueueSeconds * 1000;
-    let count = 0;
-    await Promise.all(
-      Array.from({ length: 4 }, async () => {
-        while (Date.now() < deadline) {
-          await once();
-          count++;
-        }
-      }),
-    );
-    return count / SIZES.enqueueSeconds;
-  };
+  const loop = enqueueLoop;
   const app = await libraryApp(db, TABLE, { worker: { enabled: false } }, 4);
   const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const outbox = app.get(OutboxService);
@@ -197,17 +193,25 @@ async function enqueue(db: Db) {
   };
 }
 
-/** (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. */
-async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, batch: number) {
+/**
+ * (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. With
+ * `keys`, the library's events are ordered per key (published by the library, event n on key n mod keys).
+ */
+async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, batch: number, keys?: number) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
   if (impl === 'relay') {
     await createRelayTable(db, r, TABLE);
     await fillRelay(db, r, TABLE, SIZES.drainEvents);
+  } else if (keys) {
+    await fillOrdered(db, TABLE, SIZES.drainEvents, keys);
   } else {
     await fill(db, r, TABLE, SIZES.drainEvents);
   }
-  const children = Array.from({ length: workers }, () => child([`${impl}-drain`, db, TABLE, String(batch)], NODE_ARGS));
+  const env: Record<string, string> = keys ? { OUTBOX_BENCH_ORDERED: '1' } : {};
+  const children = Array.from({ length: workers }, () =>
+    child([`${impl}-drain`, db, TABLE, String(batch)], NODE_ARGS, env),
+  );
   await Promise.all(children.map((c) => c.ready));
   const { ms, value } = await timed(async () => {
     for (const c of children) c.go();
@@ -230,6 +234,78 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
   if (!exactlyOnce)
     throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${SIZES.drainEvents}`);
   return { eventsPerSecond: SIZES.drainEvents / (ms / 1000), exactlyOnce };
+}
+
+/**
+ * (f) Per-key order: each case of ORDERED_TARGETS drained ordered and unordered by the library, rounds
+ * interleaved; and the enqueue of a business row with an ordered event on one of 100 keys, against the
+ * same with an unordered event and with none.
+ */
+async function ordered(db: Db): Promise<OrderedResult> {
+  const result: OrderedResult = { drain: {} };
+  for (const name of Object.keys(ORDERED_TARGETS[db])) {
+    const [, workers, batch, keys] = /^(\d+)w_b(\d+)_(\d+)keys?$/.exec(name)!.map(Number);
+    const samples = { ordered: [] as number[], unordered: [] as number[] };
+    for (let round = 0; round < DRAIN_ROUNDS; round++) {
+      samples.unordered.push((await drain(db, 'lib', workers, batch)).eventsPerSecond);
+      samples.ordered.push((await drain(db, 'lib', workers, batch, keys)).eventsPerSecond);
+    }
+    result.drain[name] = median(samples.ordered);
+    result.drain[`${name}_unordered`] = median(samples.unordered);
+    log(
+      `   ${name}: ordered ${samples.ordered.map(Math.round).join(', ')}/s, unordered ${samples.unordered.map(Math.round).join(', ')}/s`,
+    );
+  }
+  if (!SECTIONS.has('enqueue')) return result;
+  const r = await raw(db, 4);
+  await createTables(db, r, TABLE);
+  const app = await libraryApp(db, TABLE, { worker: { enabled: false }, ...BENCH_ORDERING }, 4);
+  const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  const outbox = app.get(OutboxService);
+  const insert = `INSERT INTO ${q(db, `${TABLE}_orders`)} (${q(db, 'id')}, ${q(db, 'amount')}) VALUES (${db === 'postgres' ? '$1, $2' : '?, ?'})`;
+  const once = (event: 'none' | 'unordered' | 'ordered') => () =>
+    tx.withTransaction(async () => {
+      const id = crypto.randomUUID();
+      await tx.tx.query(insert, [id, 42]);
+      // Another topic than the ordered one: the same module, unordered.
+      if (event === 'unordered')
+        await outbox.publish('bench.other', { orderId: id }, { key: `k${Math.floor(Math.random() * 100)}` });
+      if (event === 'ordered')
+        await outbox.publish('bench.event', { orderId: id }, { key: `k${Math.floor(Math.random() * 100)}` });
+    });
+  const samples = { none: [] as number[], unordered: [] as number[], ordered: [] as number[] };
+  for (let round = 0; round < ENQUEUE_ROUNDS; round++) {
+    for (const event of ['none', 'unordered', 'ordered'] as const) samples[event].push(await enqueueLoop(once(event)));
+  }
+  await app.close();
+  await dropTables(db, r, TABLE);
+  await r.close();
+  const libBusiness = median(samples.none);
+  const libOutbox = median(samples.unordered);
+  const libOrdered = median(samples.ordered);
+  result.enqueue = {
+    libBusiness,
+    libOutbox,
+    libOrdered,
+    ratio: libOutbox / libBusiness,
+    orderedRatio: libOrdered / libBusiness,
+  };
+  return result;
+}
+
+/** Transactions per second of `once`, run back to back by 4 clients for the enqueue's seconds. */
+async function enqueueLoop(once: () => Promise<void>): Promise<number> {
+  const deadline = Date.now() + SIZES.enqueueSeconds * 1000;
+  let count = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (Date.now() < deadline) {
+        await once();
+        count++;
+      }
+    }),
+  );
+  return count / SIZES.enqueueSeconds;
 }
 
 /**
@@ -373,7 +449,11 @@ async function main() {
       report(
         results,
         dbs.filter((db) => db in results),
-      ),
+      ) +
+        orderedReport(
+          results,
+          dbs.filter((db) => db in results),
+        ),
     );
     return;
   }
@@ -396,14 +476,14 @@ async function main() {
     const d: Record<string, number> = {};
     for (const workers of !SECTIONS.has('drain') ? [] : db === 'sqlite' ? [1] : [1, 4]) {
       for (const batch of [50, 500]) {
+        if (DRAIN_CASES && !DRAIN_CASES.includes(`${workers}x${batch}`)) continue;
         // Interleaved rounds, medians: one drain of 50,000 events lasts a second or two, and a single
         // one moved by ±20% between runs on this machine.
         const samples: Record<string, number[]> = { relay: [], raw: [], lib: [] };
         for (let round = 0; round < DRAIN_ROUNDS; round++) {
-          for (const impl of ['relay', 'raw', 'lib'] as const)
-            samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
+          for (const impl of DRAIN_IMPLS) samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
         }
-        for (const impl of ['relay', 'raw', 'lib'] as const) {
+        for (const impl of DRAIN_IMPLS) {
           d[`${impl}_${workers}w_b${batch}`] = median(samples[impl]);
           log(`   ${impl} ${workers}w b${batch}: ${samples[impl].map(Math.round).join(', ')}/s`);
         }
@@ -422,6 +502,8 @@ async function main() {
     log(`— ${db}: claim cost`);
     const c = db === 'sqlite' || !SECTIONS.has('claim') ? undefined : await claimCost(db);
     const o = SECTIONS.has('operations') ? await operationsBench(db, OPERATIONS_SIZES, log) : undefined;
+    log(`— ${db}: per-key order`);
+    const ord = SECTIONS.has('ordered') ? await ordered(db) : undefined;
     const r = await raw(db, 1);
     await dropTables(db, r, TABLE);
     await r.close();
@@ -434,6 +516,7 @@ async function main() {
       memory: m,
       claimCost: c,
       operations: o,
+      ordered: ord,
     };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
@@ -452,7 +535,7 @@ async function main() {
   }
   // A run of idle-tx alone must not replace the other sections' figures with an empty table.
   if (!LATEST_SECTIONS.some((section) => SECTIONS.has(section))) return;
-  const md = report(results, dbs);
+  const md = report(results, dbs) + orderedReport(results, dbs);
   writeFileSync(join(ROOT, 'bench/results/latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(ROOT, 'bench/results/latest.md'), md);
   process.stdout.write(md);

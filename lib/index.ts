@@ -11,6 +11,8 @@ export type {
   OutboxEventState,
   OutboxEventView,
   OutboxFailureGroup,
+  OutboxBlockedKey,
+  OutboxBlockedKeysOptions,
   OutboxOperationOptions,
   OutboxOperationResult,
   OutboxPageRequest,
@@ -39,6 +41,8 @@ export type {
   OutboxRetryScheduledEvent,
   OutboxWakeUpLostEvent,
   OutboxWakeUpRestoredEvent,
+  OutboxKeyBlockedEvent,
+  OutboxKeyUnblockedEvent,
   OutboxWorkerStartedEvent,
   OutboxWorkerStoppedEvent,
 } from './events/lifecycle-event';
@@ -60,6 +64,7 @@ export type {
   PublishResult,
 } from './interfaces/outbox-message.interface';
 export type { OutboxRoute, OutboxTransport } from './interfaces/outbox-transport.interface';
+export type { OutboxDeadHeadPolicy, OutboxOrdering } from './interfaces/outbox-ordering.interface';
 export {
   ClientProxyTransport,
   type ClientProxyTransportOptions,

@@ -22,6 +22,7 @@ import {
   rejectUnknownOptions,
 } from './utils/option-checks';
 import type { OutboxWakeUpChannel } from './interfaces/outbox-wake-up.interface';
+import { KeyOrder, resolveOrdering } from './ordering/key-order';
 
 export { LIMITS } from './outbox.constants';
 export { validateTableName } from './schema/table-name';
@@ -69,6 +70,7 @@ const TOP_LEVEL_KEYS = [
   'retention',
   'transports',
   'routes',
+  'ordering',
   'wakeUp',
   'redactError',
 ];
@@ -223,6 +225,7 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
     retention: resolveRetention(options.retention),
     transports,
     routes: resolveRoutes(options.routes, transports, worker, retry),
+    ordering: new KeyOrder(resolveOrdering(options.ordering)),
     wakeUp: resolveWakeUp(options.wakeUp),
     redactError: resolveRedactError(options.redactError),
     testing: undefined,

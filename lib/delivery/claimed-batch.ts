@@ -65,7 +65,11 @@ export class ClaimedBatch {
   async process(): Promise<number> {
     const { claim, scope, ctx } = this;
     ctx.recorder.claimed(claim, scope.total);
+    await ctx.recorder.skipDeadFronts(claim);
     for (const event of claim.events) ctx.state.waiting.set(event.id, scope);
+    const followers = [...claim.runs.values()].flat();
+    for (const event of followers) ctx.state.waiting.set(event.id, scope);
+    for (const event of followers) ctx.state.behind.add(event.id);
     const { leaseMs, renewLease } = ctx.options.worker;
     if (renewLease && claim.events.length > 0) {
       this.renewal = new LeaseRenewal(scope, this.claimedAt, leaseMs, ctx);
@@ -74,7 +78,8 @@ export class ClaimedBatch {
       for (const row of claim.undecodable) await ctx.recorder.deadLetterUndecodable(row, scope);
       return await this.isolatingSuspects(claim.events);
     } finally {
-      for (const event of claim.events) ctx.state.leaveWaiting(event.id, scope);
+      for (const event of [...claim.events, ...followers]) ctx.state.leaveWaiting(event.id, scope);
+      for (const event of followers) ctx.state.behind.delete(event.id);
       await this.renewal?.stop();
     }
   }
@@ -112,7 +117,8 @@ export class ClaimedBatch {
   private async inLanes(events: ClaimedEvent[], alone = false): Promise<void> {
     if (events.length === 0) return;
     const { state, recorder, lanes } = this.ctx;
-    const acks = new AckBuffer(recorder, this.scope, events);
+    const runs = events.flatMap((event) => this.claim.runs.get(event.id) ?? []);
+    const acks = new AckBuffer(recorder, this.scope, [...events, ...runs]);
     state.ackBuffers.add(acks);
     const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
     let outcomes: Array<{ error: unknown } | undefined> = [];
@@ -137,13 +143,33 @@ export class ClaimedBatch {
    */
   private async onLane(event: ClaimedEvent, acks: AckBuffer, alone: boolean): Promise<{ error: unknown } | undefined> {
     try {
-      if (await this.deliver(event)) acks.add(event.id);
+      let delivered = await this.deliver(event);
+      if (delivered) acks.add(event.id);
+      // Its run (per-key order): the events of its key behind it, each only once the one before it is
+      // acknowledged — were this process to die, a success not yet written would run again after the next
+      // event had started. So the key's front has moved onto each before it starts, or fails.
+      const run = this.claim.runs.get(event.id) ?? [];
+      for (let i = 0; i < run.length; i++) {
+        if (delivered) await acks.flush();
+        if (!delivered || this.ctx.state.stopping) {
+          await this.endRun(run.slice(i));
+          break;
+        }
+        delivered = await this.deliver(run[i]);
+        if (delivered) acks.add(run[i].id);
+      }
       return undefined;
     } catch (error) {
       return { error };
     } finally {
       this.ctx.lanes.give(alone);
     }
+  }
+
+  /** A run stopped before `rest` (an event ahead of them did not succeed): they go back unstarted, uncounted. */
+  private async endRun(rest: ClaimedEvent[]): Promise<void> {
+    const ids = rest.filter((e) => this.ctx.state.leaveWaiting(e.id, this.scope)).map((e) => e.id);
+    if (ids.length > 0) await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'order');
   }
 
   /** Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch). */

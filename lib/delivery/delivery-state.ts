@@ -30,8 +30,26 @@ export class DeliveryState {
   leaveWaiting(id: string, scope: ClaimScope): boolean {
     if (this.waiting.get(id) !== scope) return false;
     this.waiting.delete(id);
+    this.behind.delete(id);
     this.changed();
     return true;
+  }
+
+  /**
+   * Those of the waiting events that a run holds behind an earlier event of their key (per-key order):
+   * they start on that event's lane after it, so they do not hold back the next claim.
+   */
+  readonly behind = new Set<string>();
+
+  /** Claimed events waiting for a lane of their own: the next claim waits until none is left. */
+  get unstarted(): number {
+    return this.waiting.size - this.behind.size;
+  }
+
+  /** Shutdown gave every waiting event back. */
+  clearWaiting(): void {
+    this.waiting.clear();
+    this.behind.clear();
   }
 
   /** The successes of the batches running now, not yet written (their `AckBuffer`s). */

@@ -18,14 +18,13 @@ import { type ClaimScope, DeliveryState } from './delivery-state';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
 import { HandlerInvoker } from './handler-invoker';
 import { Lanes } from './lanes';
-import { RetryAlarm, schedulerRegistryOf, shutdownReport } from './worker-lifecycle';
+import { RetryAlarm, schedulerRegistryOf, shutdownReport, sweepKeyFronts } from './worker-lifecycle';
 import { OutcomeRecorder } from './outcome-recorder';
 import { OutboxEvents } from '../events/outbox-events';
 import { DeliveryTargets } from './delivery-targets';
 import { TransportRegistry } from '../transports/transport-registry';
 import { OutboxConfigurationError, OutboxShutdownError } from '../errors/outbox.errors';
 import { type OutboxPurgeResult, Retention } from './retention';
-
 export type { OutboxDrainResult } from './drain-result';
 export type { OutboxPurgeResult } from './retention';
 
@@ -106,6 +105,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`),
     );
     if (this.events.observed) this.events.emit({ type: 'worker.started' });
+    sweepKeyFronts(this.store, this.options.ordering, this.logger);
     this.poll();
   }
 
@@ -210,7 +210,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   /** Waits until every claimed event has started and a lane is free; false once shutdown has begun. */
   private async roomToClaim(): Promise<boolean> {
     const { state, batch } = this;
-    await state.until(() => state.stopping || (state.waiting.size === 0 && batch.lanes.free > 0));
+    await state.until(() => state.stopping || (state.unstarted === 0 && batch.lanes.free > 0));
     return !state.stopping;
   }
 
@@ -282,7 +282,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       unstarted.set(scope.token, claim);
     }
     const unstartedCount = state.waiting.size;
-    state.waiting.clear();
+    state.clearWaiting();
     await Promise.all([...state.ackBuffers].map((acks) => acks.flush()));
     await this.transports.stop();
     this.logger.warn(

@@ -39,11 +39,13 @@ export class OutcomeRecorder {
   claimed(claim: ClaimResult, total: OutboxDrainResult): void {
     if (this.events.observed) {
       const leased = claim.undecodable.filter((row) => !row.deadLettered);
-      const ids = [...claim.events.map((e) => e.id), ...leased.map((row) => row.id)];
+      const runs = [...claim.runs.values()].flat();
+      const ids = [...claim.events, ...runs, ...leased].map((e) => e.id);
       if (ids.length > 0) this.events.emit({ type: 'claimed', token: claim.token, count: ids.length, ids });
     }
     for (const event of claim.deadLettered) {
       this.dead(total, event, deadLetterReason(event), 'attempts-exhausted-at-claim', ` (${event.topic})`);
+      this.blocked(event);
     }
   }
 
@@ -76,10 +78,11 @@ export class OutcomeRecorder {
       retryDelayMs,
     };
     // Not written: the lease will expire and the event be claimed again.
-    if (!(await this.write(event.id, scope, update))) return;
+    if (!(await this.write(event.id, scope, update, deadLetter ? this.skippedFront(event) : undefined))) return;
     if (deadLetter) {
       const after = ` (${event.topic}) after attempt ${event.attempts}${nonRetryable ? ' (non-retryable)' : ''}`;
       this.dead(scope.total, event, errorText, nonRetryable ? 'non-retryable' : 'handler', after);
+      this.blocked(event);
       return;
     }
     const { id, topic, attempts: attempt } = event;
@@ -95,6 +98,36 @@ export class OutcomeRecorder {
     );
   }
 
+  /**
+   * Dead events the claim found spent whose topic skips a dead head: their keys' fronts move on. A
+   * failure is logged; the start-up sweep of a later start moves them.
+   */
+  async skipDeadFronts(claim: ClaimResult): Promise<void> {
+    const skipped = claim.deadLettered.filter((event) => this.skippedFront(event) !== undefined);
+    if (skipped.length === 0) return;
+    try {
+      await this.store.moveFronts(
+        skipped.map((event) => event.key!),
+        skipped.map((event) => event.id),
+      );
+    } catch (error) {
+      this.storeFailed('move of the key fronts after', skipped.map((e) => e.id).join(', '), error);
+    }
+  }
+
+  /** A dead event that stays its key's head (`deadHead: 'block'`): its key is blocked. */
+  private blocked(event: ClaimedEvent): void {
+    if (event.seq === null || this.options.ordering.skipsDeadHead(event.topic)) return;
+    const { id, topic, key } = event;
+    this.logger.warn(`Outbox key "${key}" blocked behind its dead head ${id} (${topic}): redrive or discard it`);
+    if (this.events.observed) this.events.emit({ type: 'key.blocked', key: key!, id, topic });
+  }
+
+  /** The key of an ordered event whose death lets the next event of its key go on (`deadHead: 'skip'`). */
+  private skippedFront(event: ClaimedEvent): string | undefined {
+    return event.seq !== null && this.options.ordering.skipsDeadHead(event.topic) ? event.key! : undefined;
+  }
+
   /** Whether a success may still be buffered for acknowledgement: not once shutdown has closed the worker. */
   mayAcknowledge(id: string): boolean {
     if (!this.state.closed) return true;
@@ -105,7 +138,7 @@ export class OutcomeRecorder {
   /** One statement for a batch's successes `ids`, all of `batch`. */
   async acknowledge(ids: string[], scope: ClaimScope, batch: ClaimedEvent[]): Promise<void> {
     try {
-      const acknowledged = await this.store.acknowledge(ids, scope.token);
+      const acknowledged = await this.store.acknowledge(ids, scope.token, orderedKeys(ids, batch));
       scope.total.delivered += acknowledged;
       if (acknowledged < ids.length) {
         this.refused(ids, ids.length - acknowledged, 'acknowledge', scope.total);
@@ -190,14 +223,22 @@ export class OutcomeRecorder {
    * The fenced write of one event's failure (`update`) or, without it, its release uncounted. True when
    * applied; else refused (counted and reported), failed, or skipped after shutdown, and logged.
    */
-  private async write(id: string, scope: ClaimScope, update: FailureUpdate | undefined): Promise<boolean> {
+  private async write(
+    id: string,
+    scope: ClaimScope,
+    update: FailureUpdate | undefined,
+    frontOf?: string,
+  ): Promise<boolean> {
     const what = update ? 'failure' : 'release';
     if (this.state.closed) {
       this.logger.warn(`Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`);
       return false;
     }
     try {
-      if (update ? await this.store.fail(id, scope.token, update) : await this.store.release(id, scope.token, true)) {
+      const written = update
+        ? await this.store.fail(id, scope.token, update, frontOf)
+        : await this.store.release(id, scope.token, true);
+      if (written) {
         return true;
       }
       this.refused([id], 1, update ? 'fail' : 'release', scope.total);
@@ -246,4 +287,10 @@ export class OutcomeRecorder {
   private storeFailed(what: string, id: string, error: unknown): void {
     this.logger.error(`Outbox ${what} of event ${id} failed; its lease will expire: ${describeError(error)}`);
   }
+}
+
+/** The keys of those of `ids` that are events of ordered keys: their acknowledgement moves their keys' fronts. */
+function orderedKeys(ids: string[], batch: ClaimedEvent[]): string[] {
+  const acknowledged = new Set(ids);
+  return batch.filter((e) => e.seq !== null && acknowledged.has(e.id)).map((e) => e.key!);
 }

@@ -58,6 +58,7 @@ export class Retention {
     try {
       await this.purgeAll('delivered', this.policy.deliveredMs, (n) => (result.delivered += n));
       if (this.policy.deadMs !== undefined) await this.purgeAll('dead', this.policy.deadMs, (n) => (result.dead += n));
+      await this.purgeIdleKeys();
     } finally {
       this.running = false;
       // Also when a batch failed: what was deleted before it is gone.
@@ -68,6 +69,17 @@ export class Retention {
       }
     }
     return result;
+  }
+
+  /** Rows of ordered keys with nothing unfinished (the next publish of such a key writes its row again). */
+  private async purgeIdleKeys(): Promise<void> {
+    const { batchSize } = this.policy;
+    let deleted = 0;
+    for (let n = batchSize; n === batchSize && !this.stopping; deleted += n) {
+      n = await this.store.purgeIdleKeys(batchSize);
+    }
+    if (deleted > 0)
+      this.logger.log(`Retention deleted the rows of ${deleted} idle ordered key(s) of ${this.store.table.path}`);
   }
 
   private async purgeAll(

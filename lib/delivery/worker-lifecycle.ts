@@ -2,6 +2,9 @@ import type { Logger } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { DeliveryState } from './delivery-state';
+import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
+import type { OutboxStore } from '../store/outbox.store';
+import { describeError } from '../utils/describe-error';
 
 /**
  * Says, as shutdown begins, what it waits for when anything runs (the handlers running, the claimed
@@ -22,6 +25,22 @@ export function shutdownReport(state: DeliveryState, logger: Logger, timeoutMs: 
     logger.log(
       `Shutdown ${finished ? 'finished' : 'stopped waiting'} after ${Date.now() - started} ms: ` +
         `${sum('delivered') - before.delivered} event(s) delivered, ${sum('released') - before.released} released`,
+    );
+}
+
+/**
+ * At start-up, in the background: ordered keys whose front finished without them move on (a crash
+ * between the two; a dead head whose topic now skips dead heads). Logged; a failure too, and the next
+ * start tries again.
+ */
+export function sweepKeyFronts(store: OutboxStore, ordering: ResolvedKeyOrder, logger: Logger): void {
+  store
+    .sweepFronts((topic) => ordering.skipsDeadHead(topic))
+    .then(
+      (moved) => {
+        if (moved > 0) logger.log(`Outbox: ${moved} ordered key(s) whose first event had finished went on`);
+      },
+      (error) => logger.error(`Outbox sweep of the ordered keys failed: ${describeError(error)}`),
     );
 }
 

@@ -19,7 +19,9 @@ export type OutboxLifecycleEvent =
   | OutboxWorkerStartedEvent
   | OutboxWorkerStoppedEvent
   | OutboxWakeUpLostEvent
-  | OutboxWakeUpRestoredEvent;
+  | OutboxWakeUpRestoredEvent
+  | OutboxKeyBlockedEvent
+  | OutboxKeyUnblockedEvent;
 
 export type OutboxLifecycleEventType = OutboxLifecycleEvent['type'];
 
@@ -120,12 +122,36 @@ export interface OutboxDeadLetteredEvent {
 }
 
 /**
+ * An event of an ordered topic whose dead head blocks its key (`deadHead: 'block'`) died: the events
+ * of `key` behind it wait until it is redriven or discarded (see `OutboxOperations.blockedKeys()`).
+ */
+export interface OutboxKeyBlockedEvent {
+  type: 'key.blocked';
+  at: Date;
+  key: string;
+  /** The dead event at the key's head. */
+  id: string;
+  topic: string;
+}
+
+/** An operator redrove or discarded the dead head of `key`: its events go on. */
+export interface OutboxKeyUnblockedEvent {
+  type: 'key.unblocked';
+  at: Date;
+  key: string;
+  /** The dead event that was the key's head. */
+  id: string;
+  how: 'redrive' | 'discard';
+}
+
+/**
  * Why claimed events were given back before their handlers ended:
  * - `shutdown`: the application is stopping;
  * - `lease-budget`: too little of the lease was left to cover the longest handler timeout;
- * - `isolation`: another event of the claim may have stopped a worker before and runs alone.
+ * - `isolation`: another event of the claim may have stopped a worker before and runs alone;
+ * - `order`: events of an ordered key claimed behind an earlier one of their key, which did not succeed.
  */
-export type OutboxReleaseReason = 'shutdown' | 'lease-budget' | 'isolation';
+export type OutboxReleaseReason = 'shutdown' | 'lease-budget' | 'isolation' | 'order';
 
 /**
  * Claimed events were given back, due at once. `uncounted`: no handler started, so the attempt the

@@ -1,4 +1,5 @@
-export type OutboxStatus = 'pending' | 'delivered' | 'dead';
+/** `waiting`: an event of an ordered key behind an earlier one of its key (see the `ordering` option). */
+export type OutboxStatus = 'pending' | 'waiting' | 'delivered' | 'dead';
 
 /** How an attempt that did not succeed ended: a successful attempt is the delivered row itself. */
 export type OutboxAttemptOutcome = 'failed' | 'dead' | 'expired' | 'released';
@@ -51,4 +52,9 @@ export interface OutboxEventRecord {
   attemptLog: OutboxAttemptRecord[];
   /** How many times an operator redrove it from the dead letters. */
   redriveCount: number;
+  /**
+   * Its place in its key's order, for an event of an ordered topic published with a key (see the
+   * `ordering` option); `null` for every other event.
+   */
+  seq: number | null;
 }

@@ -92,7 +92,10 @@ export interface OutboxCounts {
   pending: number;
   /** Pending and due now: waiting for a worker (alert when this stays above zero). */
   due: number;
-  /** Pending with a due time still ahead: delayed (`delayMs`, `availableAt`) or backing off after a failure. */
+  /**
+   * Pending but not due yet: delayed (`delayMs`, `availableAt`), backing off after a failure, or (ordered
+   * topics) waiting behind an earlier event of its key.
+   */
   scheduled: number;
   /** Claimed by a worker whose lease has not expired. */
   inFlight: number;

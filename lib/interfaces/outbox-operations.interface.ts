@@ -3,9 +3,10 @@ import type { OutboxAttemptOutcome, OutboxStatus } from './outbox-event-record.i
 /**
  * Where an event stands, by the database clock: `due` (pending, its time has come — an expired lease
  * included), `scheduled` (pending, its time ahead: delayed or backing off), `in_flight` (claimed by a
- * live lease), `delivered`, `dead`. `pending` in a filter means `due` or `scheduled`, as in `counts()`.
+ * live lease), `waiting` (an event of an ordered key behind an earlier one of its key, see the
+ * `ordering` option), `delivered`, `dead`. `pending` in a filter means `due` or `scheduled`.
  */
-export type OutboxEventState = 'due' | 'scheduled' | 'in_flight' | 'delivered' | 'dead';
+export type OutboxEventState = 'due' | 'scheduled' | 'in_flight' | 'waiting' | 'delivered' | 'dead';
 
 /** Which events: every field narrows the selection (AND); an empty filter is every event. */
 export interface OutboxEventFilter {
@@ -175,10 +176,34 @@ export interface OutboxStats {
   delivered: number;
   deliveredExact: boolean;
   byTopic: OutboxTopicStats[];
+  /** Keys of ordered topics stopped behind a dead head (`deadHead: 'block'`): see `blockedKeys()`. */
+  blockedKeys: number;
   /** How long the oldest due event has waited since it became due, in ms; null when none is due. */
   oldestDueAgeMs: number | null;
   /** When a worker (of any instance) last claimed an event; null when none is recorded. */
   lastClaimAt: Date | null;
   deliveredLastMinute: number;
   deliveredLastHour: number;
+}
+
+/** A key of an ordered topic whose events wait behind a dead head (`deadHead: 'block'`). */
+export interface OutboxBlockedKey {
+  key: string;
+  /** The dead event at the key's head: redrive it (it goes first) or discard it (the next one goes on). */
+  headId: string;
+  topic: string;
+  /** The head's state: dead until redriven or discarded. */
+  state: 'dead';
+  attempts: number;
+  /** The head's last error, or the outbox's note where it has none. */
+  error: string | null;
+  /** When the head died, by the database clock. */
+  since: Date;
+  /** Events of the key waiting behind it. */
+  waiting: number;
+}
+
+export interface OutboxBlockedKeysOptions {
+  /** Most keys returned, oldest blocked first: 1 to 500, default 50. */
+  limit?: number;
 }

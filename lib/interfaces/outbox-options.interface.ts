@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { OutboxDeadLetterRecord, RecordedOutboxMessage } from './outbox-message.interface';
+import type { OutboxOrdering, ResolvedKeyOrder } from './outbox-ordering.interface';
 import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
 import type { OutboxWakeUpChannel } from './outbox-wake-up.interface';
 
@@ -106,6 +107,11 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
   /** Which topics go to which transport; an event goes to every matching route and every handler. */
   routes?: OutboxRoute[];
   /**
+   * Topics whose events are delivered per key, one at a time, in commit order (see the README's
+   * "Per-key order"). The first matching entry decides. Default: none, every topic unordered.
+   */
+  ordering?: OutboxOrdering[];
+  /**
    * How the workers of other instances hear of events committed here, sooner than their next poll.
    * Default: PostgreSQL's LISTEN/NOTIFY on PostgreSQL, nothing on MySQL/MariaDB and SQLite. A channel
    * such as `new ClientProxyWakeUp(client)` over the Redis or NATS client the application already has
@@ -133,6 +139,8 @@ export interface ResolvedOutboxOptions {
   retention: ResolvedRetention | false;
   transports: OutboxTransport[];
   routes: ResolvedRoute[];
+  /** The ordered topics and their dead-head policies. */
+  ordering: ResolvedKeyOrder;
   /** Undefined: the database's own channel, where it has one. */
   wakeUp: OutboxWakeUpChannel | false | undefined;
   /** The application's `redactError`, made safe (a throw withholds the text); the identity without one. */

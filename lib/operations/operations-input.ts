@@ -13,7 +13,7 @@ export const PAGE_LIMIT = { default: 50, max: 500 };
 /** The most ids one filter or selection may list. */
 export const MAX_IDS = 1000;
 
-const STATES: readonly OutboxEventState[] = ['due', 'scheduled', 'in_flight', 'delivered', 'dead'];
+const STATES: readonly OutboxEventState[] = ['due', 'scheduled', 'in_flight', 'waiting', 'delivered', 'dead'];
 const FILTER_KEYS = [
   'status',
   'topic',
@@ -262,4 +262,16 @@ export function booleanOption(field: string, value: unknown, fallback: boolean):
 /** Options of redrive, discard or deliverNow, checked. */
 export function validateOperationOptions(value: unknown, allowed: readonly string[]): Record<string, unknown> {
   return knownKeys('options', value, allowed, ARGUMENT);
+}
+
+/** `blockedKeys()`'s options: how many keys at most (as a page's limit). */
+export function validateBlockedKeysOptions(value: unknown): number {
+  const limit = validateOperationOptions(value, ['limit']).limit ?? PAGE_LIMIT.default;
+  if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > PAGE_LIMIT.max) {
+    throw new OutboxValidationError(
+      'options.limit',
+      `expected a whole number from 1 to ${PAGE_LIMIT.max}, got ${quoteValue(limit)}`,
+    );
+  }
+  return limit as number;
 }

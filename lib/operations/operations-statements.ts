@@ -46,8 +46,10 @@ export class OperationsStatements {
         return `(${pending} AND ${this.c('available_at')} > ${now} AND ${this.c('claim_token')} IS NULL)`;
       case 'in_flight':
         return `(${pending} AND ${this.c('available_at')} > ${now} AND ${this.c('claim_token')} IS NOT NULL)`;
-      default:
-        return `${this.c('status')} = '${state === 'delivered' ? 'delivered' : 'dead'}'`;
+      case 'waiting':
+      case 'delivered':
+      case 'dead':
+        return `${this.c('status')} = '${state}'`;
     }
   }
 
@@ -125,7 +127,8 @@ export class OperationsStatements {
   states(ids: string[]): Statement {
     const b = new StatementBuilder(this.f.placeholder);
     return b.statement(
-      `SELECT ${this.c('id')}, ${this.state()} AS ${this.c('op_state')} FROM ${this.t} WHERE ${this.idIn(b, ids)}`,
+      `SELECT ${this.c('id')}, ${this.c('key')}, ${this.c('seq')}, ${this.state()} AS ${this.c('op_state')} ` +
+        `FROM ${this.t} WHERE ${this.idIn(b, ids)}`,
     );
   }
 
@@ -180,14 +183,20 @@ export class OperationsStatements {
     );
   }
 
-  /** Unfinished events by topic and state, and dead letters by topic: the small sets, each through its partial index. */
+  /**
+   * Unfinished events by topic and state, dead letters and events waiting behind their key by topic: the
+   * small sets, each through its partial index.
+   */
   openCountsByTopic(): Statement {
     const c = (name: string) => this.c(name);
     return {
       sql:
         `SELECT ${c('topic')}, ${this.state()} AS ${c('op_state')}, COUNT(*) AS ${c('n')} FROM ${this.t} ` +
         `WHERE ${c('status')} = 'pending' GROUP BY ${c('topic')}, ${c('op_state')} ` +
-        `UNION ALL SELECT ${c('topic')}, 'dead', COUNT(*) FROM ${this.t} WHERE ${c('status')} = 'dead' GROUP BY ${c('topic')}`,
+        `UNION ALL SELECT ${c('topic')}, 'dead', COUNT(*) FROM ${this.t} WHERE ${c('status')} = 'dead' GROUP BY ${c('topic')} ` +
+        // Behind an earlier event of their key: not due before it is finished, as counts() has them.
+        `UNION ALL SELECT ${c('topic')}, 'scheduled', COUNT(*) FROM ${this.t} WHERE ${c('status')} = 'waiting' ` +
+        `GROUP BY ${c('topic')}`,
       params: [],
     };
   }

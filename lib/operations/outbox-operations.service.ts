@@ -2,10 +2,11 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { toDate } from '../dialects/shared/outbox-columns';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type {
+  OutboxBlockedKey,
+  OutboxBlockedKeysOptions,
   OutboxEventDetails,
   OutboxEventFilter,
   OutboxEventPage,
-  OutboxEventState,
   OutboxEventView,
   OutboxFailureGroup,
   OutboxOperationOptions,
@@ -15,9 +16,7 @@ import type {
   OutboxSelection,
   OutboxStats,
   OutboxStatsOptions,
-  OutboxTopicStats,
 } from '../interfaces/outbox-operations.interface';
-import type { Statement } from '../dialects/shared/outbox-dialect.interface';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import { OutboxEventNotFoundError } from '../errors/outbox.errors';
 import type { OutboxStore } from '../store/outbox.store';
@@ -32,15 +31,18 @@ import {
   validateOperationOptions,
   validatePage,
   validateSelection,
+  validateBlockedKeysOptions,
   type SelectionQuery,
 } from './operations-input';
 import { OperationsStatements } from './operations-statements';
+import { StatsReader } from './stats-reader';
+import { OutboxEvents } from '../events/outbox-events';
+import { blockedKeysStatement } from '../dialects/shared/key-order-statements';
+import { requeueInKeys, unblockKeys } from '../store/key-order-writes';
 import { failureText, onlyState, SelectionRunner, type StateChange } from './selection-runner';
 
 /** The most ids a log line names. */
 const LOGGED_IDS = 20;
-/** Tables the database estimates under this many rows have their delivered rows counted exactly (a few ms). */
-const EXACT_COUNT_BELOW = 100_000;
 
 /**
  * What an operator does with the outbox, without SQL: find any event, read its attempts, redrive or
@@ -53,13 +55,16 @@ export class OutboxOperations {
   private readonly logger = new Logger('OutboxOperations');
   private readonly sql: OperationsStatements;
   private readonly runner: SelectionRunner;
+  private readonly statsReader: StatsReader;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    private readonly events: OutboxEvents,
   ) {
     this.sql = new OperationsStatements(store.dialect.flavor, store.table);
     this.runner = new SelectionRunner(store, this.sql);
+    this.statsReader = new StatsReader(store, this.sql);
   }
 
   /**
@@ -123,6 +128,7 @@ export class OutboxOperations {
       name: 'redrive',
       from: 'dead',
       change: (ids) => this.sql.redrive(ids, reset, maxAttempts),
+      reorder: (run, events) => requeueInKeys(run, this.store.dialect, this.store.table, events),
     });
   }
 
@@ -130,7 +136,12 @@ export class OutboxOperations {
   async discard(selection: OutboxSelection, options?: OutboxOperationOptions): Promise<OutboxOperationResult> {
     const selected = validateSelection(selection);
     const o = validateOperationOptions(options, ['dryRun']);
-    return this.change(selected, o, { name: 'discard', from: 'dead', change: (ids) => this.sql.discard(ids) });
+    return this.change(selected, o, {
+      name: 'discard',
+      from: 'dead',
+      change: (ids) => this.sql.discard(ids),
+      reorder: (run, events) => unblockKeys(run, this.store.dialect.flavor, this.store.table, events),
+    });
   }
 
   /** Scheduled events (delayed, or waiting out a retry's backoff) made due now. Others are skipped. */
@@ -150,9 +161,14 @@ export class OutboxOperations {
     op: StateChange,
   ): Promise<OutboxOperationResult> {
     const dryRun = booleanOption('options.dryRun', options.dryRun, false);
-    const result = await this.runner.apply(selection, op, dryRun);
+    const { unblocked, ...result } = await this.runner.apply(selection, op, dryRun);
+    if (this.events.observed) {
+      const how = op.name === 'redrive' ? 'redrive' : 'discard';
+      for (const { key, id } of unblocked) this.events.emit({ type: 'key.unblocked', key, id, how });
+    }
     if (result.changed > 0) {
-      if (op.from === 'scheduled' || op.name === 'redrive') this.store.eventsMadeDue();
+      // A discard may have made the next event of a key due.
+      this.store.eventsMadeDue();
       this.logChange(op, result, selection);
     }
     return result;
@@ -216,72 +232,30 @@ export class OutboxOperations {
    * by the database and through its indexes: every figure is exact except `delivered` on a big table,
    * which the database estimates unless `exact: true` (see `OutboxStats.delivered`).
    */
-  async stats(options?: OutboxStatsOptions): Promise<OutboxStats> {
-    const exactAsked = booleanOption('options.exact', validateOperationOptions(options, ['exact']).exact, false);
-    const run = (statement: Statement) => this.store.executor.run(statement).then((result) => result.rows);
-    const estimate = this.store.dialect.flavor.rowEstimate?.(this.store.table);
-    const [open, recent, clockRows, estimated] = await Promise.all([
-      run(this.sql.openCountsByTopic()),
-      run(this.sql.recentDeliveries()),
-      run(this.sql.clock()),
-      estimate ? run(estimate) : Promise.resolve([]),
-    ]);
-    const estimatedRows = estimated.length > 0 && estimated[0].n != null ? Number(estimated[0].n) : undefined;
-    const exact = exactAsked || estimatedRows === undefined || estimatedRows < EXACT_COUNT_BELOW;
-
-    const byTopic = new Map<string, OutboxTopicStats>();
-    const topic = (name: unknown) => {
-      const key = String(name);
-      let stats = byTopic.get(key);
-      if (!stats) {
-        stats = { topic: key, due: 0, scheduled: 0, inFlight: 0, dead: 0, delivered: exact ? 0 : null };
-        byTopic.set(key, stats);
-      }
-      return stats;
-    };
-    for (const row of open) topic(row.topic)[statsField(String(row.op_state) as OutboxEventState)] += Number(row.n);
-    const all = [...byTopic.values()];
-    const sum = (field: 'due' | 'scheduled' | 'inFlight' | 'dead') =>
-      all.reduce((total, stats) => total + stats[field], 0);
-    let delivered: number;
-    if (exact) {
-      for (const row of await run(this.sql.deliveredByTopic())) topic(row.topic).delivered = Number(row.n);
-      delivered = [...byTopic.values()].reduce((total, stats) => total + (stats.delivered ?? 0), 0);
-    } else {
-      delivered = Math.max(0, estimatedRows - sum('due') - sum('scheduled') - sum('inFlight') - sum('dead'));
-    }
-    const clock = clockRows[0] ?? {};
-    return {
-      at: toDate(clock.at),
-      due: sum('due'),
-      scheduled: sum('scheduled'),
-      inFlight: sum('inFlight'),
-      dead: sum('dead'),
-      delivered,
-      deliveredExact: exact,
-      byTopic: [...byTopic.values()].sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : 0)),
-      oldestDueAgeMs: clock.oldest_due_ms == null ? null : Math.max(0, Number(clock.oldest_due_ms)),
-      lastClaimAt: await this.lastClaim(clock),
-      deliveredLastMinute: Number(recent[0]?.minute ?? 0),
-      deliveredLastHour: Number(recent[0]?.hour ?? 0),
-    };
-  }
-
   /**
-   * The latest claim of any event: that of an unfinished one, or of one finished since the latest claim
-   * known so far (an event claimed later finished later still), found through the retention index.
+   * Keys of ordered topics stopped behind a dead head (`deadHead: 'block'`), the longest blocked first,
+   * with the head, its error and how many events wait behind it. Redrive the head (it is delivered
+   * first) or discard it (the next event goes on) to unblock its key.
    */
-  private async lastClaim(clock: Record<string, unknown>): Promise<Date | null> {
-    const known = [clock.open_claim, clock.delivered_claim, clock.dead_claim].filter((v) => v != null).map(toDate);
-    if (known.length === 0) return null;
-    const since = new Date(Math.max(...known.map((d) => d.getTime())));
-    const [row] = (await this.store.executor.run(this.sql.lastClaimSince(since))).rows;
-    return row?.last_claim_at == null || toDate(row.last_claim_at) < since ? since : toDate(row.last_claim_at);
+  async blockedKeys(options?: OutboxBlockedKeysOptions): Promise<OutboxBlockedKey[]> {
+    const limit = validateBlockedKeysOptions(options);
+    const { rows } = await this.store.executor.run(
+      blockedKeysStatement(this.store.dialect.flavor, this.store.table, limit),
+    );
+    return rows.map((row) => ({
+      key: String(row.key),
+      headId: String(row.id),
+      topic: String(row.topic),
+      state: 'dead' as const,
+      attempts: Number(row.attempts),
+      error: (row.last_error ?? row.note ?? null) as string | null,
+      since: toDate(row.processed_at),
+      waiting: Number(row.waiting),
+    }));
   }
-}
 
-function statsField(state: OutboxEventState): 'due' | 'scheduled' | 'inFlight' | 'dead' {
-  if (state === 'in_flight') return 'inFlight';
-  if (state === 'due' || state === 'scheduled' || state === 'dead') return state;
-  throw new Error(`unexpected event state "${String(state)}" from the database`);
+  async stats(options?: OutboxStatsOptions): Promise<OutboxStats> {
+    const exact = booleanOption('options.exact', validateOperationOptions(options, ['exact']).exact, false);
+    return this.statsReader.read(exact);
+  }
 }

@@ -6,6 +6,7 @@ import type {
   OutboxSkippedEvent,
 } from '../interfaces/outbox-operations.interface';
 import type { OutboxStore } from '../store/outbox.store';
+import type { KeyedEvent, RunStatement } from '../store/key-order-writes';
 import { topicMatches } from '../utils/topic';
 import { errorFingerprint, errorSignature } from './error-fingerprint';
 import type { EventQuery, SelectionQuery } from './operations-input';
@@ -24,10 +25,20 @@ export interface StateChange {
   name: string;
   from: OutboxEventState;
   change(ids: string[]): Statement;
+  /**
+   * After `change`, in its transaction: what the change means for the order of the changed events of
+   * ordered keys. Returns the heads of keys the change unblocked.
+   */
+  reorder?(run: RunStatement, events: KeyedEvent[]): Promise<KeyedEvent[]>;
+}
+
+/** What `apply` did, and the keys whose dead head it redrove or discarded. */
+export interface AppliedChange extends OutboxOperationResult {
+  unblocked: KeyedEvent[];
 }
 
 /** What one chunk's committed transaction (or dry run) found and changed. */
-type ChunkOutcome = Omit<OutboxOperationResult, 'dryRun'>;
+type ChunkOutcome = Omit<AppliedChange, 'dryRun'>;
 
 /** The error text a dead letter is grouped by. */
 export function failureText(row: Record<string, unknown>): string {
@@ -56,8 +67,8 @@ export class SelectionRunner {
     private readonly sql: OperationsStatements,
   ) {}
 
-  async apply(selection: SelectionQuery, op: StateChange, dryRun: boolean): Promise<OutboxOperationResult> {
-    const result: OutboxOperationResult = { dryRun, matched: 0, changed: 0, skipped: [] };
+  async apply(selection: SelectionQuery, op: StateChange, dryRun: boolean): Promise<AppliedChange> {
+    const result: AppliedChange = { dryRun, matched: 0, changed: 0, skipped: [], unblocked: [] };
     for await (const ids of this.resolve(selection, op)) {
       for (let i = 0; i < ids.length; i += CHUNK) {
         // Added once the chunk is done: the executor runs a transaction again after a deadlock or a busy
@@ -66,6 +77,7 @@ export class SelectionRunner {
         result.matched += chunk.matched;
         result.changed += chunk.changed;
         result.skipped.push(...chunk.skipped);
+        result.unblocked.push(...chunk.unblocked);
       }
     }
     return result;
@@ -74,16 +86,22 @@ export class SelectionRunner {
   private async applyTo(ids: string[], op: StateChange, dryRun: boolean): Promise<ChunkOutcome> {
     if (dryRun) {
       const { qualifying, skipped } = this.settle(ids, op, (await this.store.executor.run(this.sql.states(ids))).rows);
-      return { matched: qualifying.length, changed: 0, skipped };
+      return { matched: qualifying.length, changed: 0, skipped, unblocked: [] };
     }
     return this.store.executor.transaction(async (run) => {
       const lock = this.sql.lock(ids);
       if (lock) await run(lock);
       // Read once the rows are locked, by a clock after any wait for them: none of them changes before the
       // commit, so the change applies to exactly the events read in the state it changes.
-      const { qualifying, skipped } = this.settle(ids, op, (await run(this.sql.states(ids))).rows);
+      const { rows } = await run(this.sql.states(ids));
+      const { qualifying, skipped } = this.settle(ids, op, rows);
       const changed = qualifying.length === 0 ? 0 : (await run(op.change(qualifying))).affected;
-      return { matched: qualifying.length, changed, skipped };
+      const chosen = new Set(qualifying);
+      const ordered = rows
+        .filter((row) => row.seq !== null && row.key !== null && chosen.has(String(row.id)))
+        .map((row) => ({ id: String(row.id), key: String(row.key) }));
+      const unblocked = op.reorder && ordered.length > 0 ? await op.reorder(run, ordered) : [];
+      return { matched: qualifying.length, changed, skipped, unblocked };
     });
   }
 

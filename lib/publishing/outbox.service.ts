@@ -65,7 +65,7 @@ export class OutboxService {
     });
     const manager = transactionalManager(options.manager, this.options, this.store.dataSource);
     if (events.length === 0) return [];
-    return this.store.insert(manager, events);
+    return this.store.insert(manager, events, this.options.ordering);
   }
 
   /** How many events are pending, in flight, delivered and dead-lettered. */

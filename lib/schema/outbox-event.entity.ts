@@ -16,6 +16,12 @@ const time: ValueTransformer = {
   from: (value: unknown) => (value == null || value instanceof Date ? value : new Date(value as string)),
 };
 
+/** A BIGINT, which drivers return as text, as a number (a key's sequence stays far below 2^53). */
+const bigint: ValueTransformer = {
+  to: (value: unknown) => value,
+  from: (value: unknown) => (value == null ? value : Number(value)),
+};
+
 /** The attempt history, decoded as the operations service returns it (NULL is an empty history). */
 const attemptLog: ValueTransformer = {
   to: (value: unknown) => value,
@@ -33,7 +39,7 @@ function columnOptions(column: OutboxColumn): ColumnOptions {
     case 'time':
       return { ...base, type: 'varchar', transformer: time };
     case 'integer':
-      return { ...base, type: 'integer' };
+      return column.big ? { ...base, type: 'bigint', transformer: bigint } : { ...base, type: 'integer' };
     case 'history':
       return { ...base, type: 'text', transformer: attemptLog };
   }

@@ -34,6 +34,8 @@ export const OUTBOX_SCHEMA_VERSIONS: readonly OutboxSchemaVersion[] = [
   // spaces are two keys (a PAD SPACE collation made the unique index take them for one, and publish()
   // lost the second event). PostgreSQL and SQLite compare them exactly already.
   { version: 6, name: 'OutboxExactKeys', timestamp: 1796342400000, marker: { column: 'key', noPad: true } },
+  // Per-key order: an event's place in its key, the `waiting` status, and the keys' table.
+  { version: 7, name: 'OutboxKeyOrder', timestamp: 1796428800000, marker: { column: 'seq' } },
 ];
 
 const upgrades = new Map<string, OutboxMigrationClass>();

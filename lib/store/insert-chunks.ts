@@ -1,7 +1,7 @@
 import type { DialectTraits, OutboxDialect, Statement } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxTable } from '../dialects/shared/outbox-table';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
-import { insertStatement, PARAMETERS_PER_INSERTED_ROW } from '../dialects/shared/insert-statement';
+import { insertStatement, PARAMETERS_PER_INSERTED_ROW, type InsertedRow } from '../dialects/shared/insert-statement';
 
 /** The INSERT's own text, generously; and a row's beyond its payload and headers (ids, keys, topic, times). */
 const INSERT_STATEMENT_BYTES = 1024;
@@ -36,10 +36,6 @@ export function insertChunks<T extends { event: ValidatedEvent }>(rows: T[], dia
 }
 
 /** The INSERTs of `rows`, one per chunk. */
-export function insertStatements(
-  rows: Array<{ id: string; event: ValidatedEvent }>,
-  dialect: OutboxDialect,
-  table: OutboxTable,
-): Statement[] {
+export function insertStatements(rows: InsertedRow[], dialect: OutboxDialect, table: OutboxTable): Statement[] {
   return insertChunks(rows, dialect).map((chunk) => insertStatement(dialect.flavor, table, chunk));
 }

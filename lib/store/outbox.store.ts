@@ -13,23 +13,21 @@ import type {
   RetentionBatch,
   SqlExecutor,
   Statement,
-  StatementResult,
-  StoredEvent,
   WakeUpChannel,
 } from '../dialects/shared/outbox-dialect.interface';
 import { OutboxEvents } from '../events/outbox-events';
 import { WakeUpReporter } from './wake-up-reporter';
 import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
-import { OutboxDedupeConflictError } from '../errors/outbox.errors';
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
-import { uuidv7 } from '../utils/uuidv7';
-import { CommitWatcher, transactionDepth } from './commit-watcher';
-import { createSqlExecutor, queryOn } from './sql-executor';
+import { CommitWatcher } from './commit-watcher';
+import { createSqlExecutor } from './sql-executor';
 import { verifyOutboxTable } from './table-check';
-import { insertStatements } from './insert-chunks';
-import { keyNotStored, sameContent, sameStored } from './dedupe-keys';
+import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
+import { finishInOrder, lockKeys, moveFronts, sortKeys, sweepFinishedFronts, takeFollowers } from './key-order-writes';
+import { purgeIdleKeysStatement } from '../dialects/shared/key-order-statements';
+import { EventInserter } from './event-inserter';
 
 export interface ClaimResult {
   token: string;
@@ -43,6 +41,11 @@ export interface ClaimResult {
    * leased to this claim like the events.
    */
   undecodable: Array<{ id: string; topic: string; attempts: number; error: string; deadLettered: boolean }>;
+  /**
+   * Per-key order's runs: by the id of a claimed event of an ordered key, the events of its key leased
+   * with it, to be delivered after it, one after another, in order.
+   */
+  runs: Map<string, ClaimedEvent[]>;
 }
 
 /**
@@ -55,6 +58,7 @@ export class OutboxStore implements OnModuleInit {
   /** Cross-instance wake-up, where the database offers one. */
   readonly wakeUp: WakeUpChannel | undefined;
   private readonly commits: CommitWatcher;
+  private readonly inserter: EventInserter;
   /** The worker's way to the database: each statement or transaction outside any application transaction. */
   readonly executor: SqlExecutor;
 
@@ -64,7 +68,7 @@ export class OutboxStore implements OnModuleInit {
   constructor(
     readonly dataSource: DataSource,
     private readonly tableName: string,
-    private readonly events: OutboxEvents = new OutboxEvents(),
+    events: OutboxEvents = new OutboxEvents(),
     /** The `wakeUp` option: undefined for the database's own channel, where it has one. */
     wakeUp?: OutboxWakeUpChannel | false,
   ) {
@@ -77,6 +81,7 @@ export class OutboxStore implements OnModuleInit {
     this.wakeUp?.start(this.wakeUpReports);
     this.executor = createSqlExecutor(dataSource, this.dialect, this.dialect.connectionGate?.(dataSource));
     this.commits = new CommitWatcher(this.table.path, events, this.wakeUp);
+    this.inserter = new EventInserter(this.dialect, this.table, this.commits, events);
     dataSource.subscribers.push(this.commits.subscriber());
   }
 
@@ -131,107 +136,18 @@ export class OutboxStore implements OnModuleInit {
     if (this.dataSource.isInitialized) await this.dataSource.destroy().catch(() => undefined);
   }
 
-  private runIn(manager: EntityManager, statement: Statement): Promise<StatementResult> {
-    return queryOn(manager.queryRunner!, statement);
-  }
-
   /**
    * Inserts events in the caller's transaction. Dedupe keys are checked before anything is written,
    * so a conflict leaves the table as it was.
    */
-  async insert(manager: EntityManager, events: ValidatedEvent[]): Promise<PublishResult[]> {
-    // Within one call, a repeated dedupe key stands for its first occurrence.
-    const firstIndex = new Map<string, number>();
-    events.forEach((event, index) => {
-      if (event.dedupeKey === null) return;
-      const first = firstIndex.get(event.dedupeKey);
-      if (first === undefined) firstIndex.set(event.dedupeKey, index);
-      else if (!sameContent(events[first], event)) {
-        throw new OutboxDedupeConflictError(event.dedupeKey, '(earlier in the same publishMany call)');
-      }
-    });
-    const rows = events.flatMap((event, index) =>
-      event.dedupeKey !== null && firstIndex.get(event.dedupeKey) !== index ? [] : [{ index, id: uuidv7(), event }],
-    );
-
-    const results = new Array<PublishResult>(events.length);
-    const existing = await this.findByDedupeKeys(manager, [...firstIndex.keys()]);
-    const fresh = rows.filter((row) => {
-      const found = row.event.dedupeKey === null ? undefined : existing.get(row.event.dedupeKey);
-      if (found) results[row.index] = this.resolveDuplicate(found, row.event);
-      return !found;
-    });
-
-    const runner = manager.queryRunner!;
-    const published = this.commits.published(runner);
-    for (const statement of insertStatements(fresh, this.dialect, this.table)) await this.runIn(manager, statement);
-
-    // A concurrent transaction may have committed the same dedupe key between the check and the
-    // insert; ON CONFLICT DO NOTHING then skipped our row, so resolve it against the winner.
-    const keyed = fresh.filter((row) => row.event.dedupeKey !== null);
-    const winners = keyed.length
-      ? await this.findByDedupeKeys(
-          manager,
-          keyed.map((r) => r.event.dedupeKey!),
-          true,
-        )
-      : new Map<string, StoredEvent>();
-    for (const row of fresh) {
-      const key = row.event.dedupeKey;
-      if (key === null) {
-        results[row.index] = { id: row.id, inserted: true };
-        continue;
-      }
-      // Our row or the one that won the key: neither found means the unique index took the key for
-      // another, which the read-back by this exact key cannot see. Never report a row not written.
-      const winner = winners.get(key);
-      if (!winner) throw keyNotStored(key, [...winners.values()]);
-      results[row.index] =
-        winner.id === row.id ? { id: row.id, inserted: true } : this.resolveDuplicate(winner, row.event);
-    }
-    events.forEach((event, index) => {
-      if (!results[index]) results[index] = { id: results[firstIndex.get(event.dedupeKey!)!].id, inserted: false };
-    });
-    // Collected only while someone listens: the `published` event is built from it at the commit.
-    if (this.events.observed) {
-      const depth = transactionDepth(runner);
-      for (const row of fresh) {
-        if (results[row.index].id === row.id) published.push({ id: row.id, topic: row.event.topic, depth });
-      }
-    }
-    return results;
-  }
-
-  private resolveDuplicate(stored: StoredEvent, event: ValidatedEvent): PublishResult {
-    if (!sameStored(stored, event)) throw new OutboxDedupeConflictError(event.dedupeKey!, stored.id);
-    return { id: stored.id, inserted: false };
-  }
-
-  private async findByDedupeKeys(
-    manager: EntityManager,
-    keys: string[],
-    latest = false,
-  ): Promise<Map<string, StoredEvent>> {
-    const found = new Map<string, StoredEvent>();
-    if (keys.length === 0) return found;
-    const perStatement = this.dialect.maxParameters - 1;
-    for (let i = 0; i < keys.length; i += perStatement) {
-      const { rows } = await this.runIn(
-        manager,
-        this.dialect.selectByDedupeKeys(this.table, keys.slice(i, i + perStatement), latest),
-      );
-      for (const row of rows) {
-        const event = this.dialect.decode(row);
-        found.set(event.dedupeKey!, event);
-      }
-    }
-    return found;
+  insert(manager: EntityManager, events: ValidatedEvent[], order?: ResolvedKeyOrder): Promise<PublishResult[]> {
+    return this.inserter.insert(manager, events, order);
   }
 
   async claim(args: Omit<ClaimArgs, 'token'>): Promise<ClaimResult> {
     const token = randomUUID();
     const rows = await this.dialect.claim(this.executor, this.table, { ...args, token });
-    const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [] };
+    const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [], runs: new Map() };
     // The claim has committed: one row that cannot be read must not take its batch-mates down with it.
     for (const row of rows) {
       let event: ClaimedEvent;
@@ -251,18 +167,66 @@ export class OutboxStore implements OnModuleInit {
       else if (event.status === 'dead') claim.deadLettered.push(event);
     }
     claim.events.sort(byDueTime);
+    const fronts = claim.events.filter((e) => e.seq !== null).map((e) => ({ id: e.id, key: e.key!, seq: e.seq! }));
+    const budget = args.batchSize - rows.length;
+    if (fronts.length > 0 && budget > 0) {
+      const f = this.dialect.flavor;
+      const runs = await takeFollowers(this.executor, f, this.table, { ...args, token }, fronts, budget);
+      for (const [front, followers] of runs) claim.runs.set(front, decodedRun(followers));
+    }
     return claim;
   }
 
-  /** Acknowledges a batch in one statement; returns how many `token` still held (the rest lost their lease). */
-  async acknowledge(ids: string[], token: string): Promise<number> {
+  /**
+   * Acknowledges a batch in one statement — with the move of their keys' fronts, in one transaction,
+   * when some are events of ordered `keys`; returns how many `token` still held (the rest lost their lease).
+   */
+  async acknowledge(ids: string[], token: string, keys: string[] = []): Promise<number> {
     if (ids.length === 0) return 0;
-    return (await this.executor.run(acknowledgeStatement(this.dialect.flavor, this.table, ids, token))).affected;
+    return this.finish(acknowledgeStatement(this.dialect.flavor, this.table, ids, token), ids, keys);
   }
 
-  /** Each returns false when the token no longer owns a live lease: nothing was changed. */
-  async fail(id: string, token: string, update: FailureUpdate): Promise<boolean> {
-    return (await this.executor.run(failStatement(this.dialect.flavor, this.table, id, token, update))).affected === 1;
+  /**
+   * Each returns false when the token no longer owns a live lease: nothing was changed. `frontOf`: the
+   * key whose front moves on when this failure finishes the event (dead, and its topic skips dead heads).
+   */
+  async fail(id: string, token: string, update: FailureUpdate, frontOf?: string): Promise<boolean> {
+    const statement = failStatement(this.dialect.flavor, this.table, id, token, update);
+    return (await this.finish(statement, [id], frontOf === undefined ? [] : [frontOf])) === 1;
+  }
+
+  /** Moves the fronts of ordered `keys` that are among `finished` and no longer pending or waiting. */
+  async moveFronts(keys: string[], finished: string[]): Promise<void> {
+    const sorted = sortKeys(keys);
+    const promoted = await this.executor.transaction(async (run) => {
+      await lockKeys(run, this.dialect.flavor, this.table, sorted);
+      return moveFronts(run, this.dialect.flavor, this.table, sorted, finished);
+    });
+    if (promoted > 0) this.eventsMadeDue();
+  }
+
+  /**
+   * Moves on the ordered keys whose front finished without them (a crash between the two, a dead head
+   * whose topic now skips dead heads); returns how many.
+   */
+  async sweepFronts(skips: (topic: string) => boolean): Promise<number> {
+    const moved = await sweepFinishedFronts(this.executor, this.dialect.flavor, this.table, skips);
+    if (moved > 0) this.eventsMadeDue();
+    return moved;
+  }
+
+  /** Deletes up to `batchSize` rows of ordered keys with nothing unfinished; returns how many. */
+  async purgeIdleKeys(batchSize: number): Promise<number> {
+    return (await this.executor.run(purgeIdleKeysStatement(this.dialect.flavor, this.table, batchSize))).affected;
+  }
+
+  /** Runs an outcome; with `keys`, in one transaction with the move of their fronts (see `finishInOrder`). */
+  private async finish(outcome: Statement, ids: string[], keys: string[]): Promise<number> {
+    if (keys.length === 0) return (await this.executor.run(outcome)).affected;
+    const f = this.dialect.flavor;
+    const { affected, promoted } = await finishInOrder(this.executor, f, this.table, sortKeys(keys), outcome, ids);
+    if (promoted > 0) this.eventsMadeDue();
+    return affected;
   }
 
   async release(id: string, token: string, uncount: boolean): Promise<boolean> {
@@ -287,12 +251,31 @@ export class OutboxStore implements OnModuleInit {
       const n = Number(row.n);
       if (row.status === 'delivered') counts.delivered += n;
       else if (row.status === 'dead') counts.dead += n;
+      // Behind an earlier event of its key: not due before that one is finished.
+      else if (row.status === 'waiting') counts.scheduled += n;
       else if (row.state === 'in_flight') counts.inFlight += n;
       else counts[row.state === 'due' ? 'due' : 'scheduled'] += n;
     }
     counts.pending = counts.due + counts.scheduled;
     return counts;
   }
+}
+
+/**
+ * A run's rows decoded, up to the first that cannot be: the run stops before it (it stays leased, and
+ * becomes its key's front when the events before it are acknowledged; the claim that takes it then
+ * dead-letters it as undecodable).
+ */
+function decodedRun(rows: Record<string, unknown>[]): ClaimedEvent[] {
+  const run: ClaimedEvent[] = [];
+  for (const row of rows) {
+    try {
+      run.push(decodeClaimed(row));
+    } catch {
+      break;
+    }
+  }
+  return run;
 }
 
 function byDueTime(a: ClaimedEvent, b: ClaimedEvent): number {

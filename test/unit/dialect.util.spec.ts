@@ -49,6 +49,7 @@ describe('decodeRow', () => {
         '"outcome":"failed","error":"boom","round":0},' +
         '{"attempt":2,"startedAt":"2026-01-02 03:01:00.000001","finishedAt":null,"outcome":"released","error":null,"round":1}]',
       redrive_count: '1',
+      seq: '9007199254740991',
     });
     expect(event).toEqual({
       id: 'e1',
@@ -88,6 +89,7 @@ describe('decodeRow', () => {
         },
       ],
       redriveCount: 1,
+      seq: 9007199254740991,
     });
   });
 
@@ -116,7 +118,7 @@ describe('decodeRow', () => {
     expect(event.completedHandlers).toEqual([]);
     expect(event).toMatchObject({ key: null, dedupeKey: null, claimToken: null, lastError: null, processedAt: null });
     expect(event).toMatchObject({ expiredAttempts: 0, lastExpiredAttempt: null, note: null });
-    expect(event).toMatchObject({ claimedAt: null, attemptLog: [], redriveCount: 0 });
+    expect(event).toMatchObject({ claimedAt: null, attemptLog: [], redriveCount: 0, seq: null });
     // NULL in the JSON columns (never written by the outbox) reads as empty too.
     const nulls = decodeRow({ ...base, headers: null, completed_handlers: null });
     expect(nulls.headers).toEqual({});
@@ -186,6 +188,7 @@ describe('identifiers', () => {
       claim: 'events_claim_idx',
       dedupe: 'events_dedupe_idx',
       retention: 'events_retention_idx',
+      order: 'events_order_idx',
     });
   });
 });

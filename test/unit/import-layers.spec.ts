@@ -11,6 +11,7 @@ const LAYERS = [
   'errors',
   'interfaces',
   'utils',
+  'ordering',
   'decorators',
   'events',
   'transports',

@@ -130,6 +130,26 @@ describe('resolveOutboxOptions', () => {
     });
   });
 
+  it('orders the topics of the ordering option, the first matching entry deciding the dead-head policy', () => {
+    const { ordering } = resolveOutboxOptions({
+      ordering: [
+        { topic: 'order.paid', deadHead: 'skip' },
+        { topic: 'order.*' },
+        { topic: 'stock.#', deadHead: 'skip' },
+      ],
+    });
+    expect(ordering.enabled).toBe(true);
+    expect(ordering.orders('order.placed', 'o-1')).toBe(true);
+    expect(ordering.orders('order.placed', null)).toBe(false);
+    expect(ordering.orders('payment.placed', 'o-1')).toBe(false);
+    expect(['order.paid', 'order.placed', 'stock.a.b'].map((t) => ordering.skipsDeadHead(t))).toEqual([
+      true,
+      false,
+      true,
+    ]);
+    expect(resolveOutboxOptions({}).ordering.enabled).toBe(false);
+  });
+
   it('resolves routes with the worker defaults', () => {
     const resolved = resolveOutboxOptions({
       transports: [transport('hooks')],
@@ -230,6 +250,14 @@ describe('resolveOutboxOptions', () => {
       },
       /from 1 to 60000/,
     ],
+    ['ordering', { ordering: { topic: 'order.*' } }, /expected an array such as \[\{ topic: 'order.\*' \}\]/],
+    ['ordering[0].topic', { ordering: [{ topic: 'order.' }] }, /segment ""/],
+    [
+      'ordering[1].deadHead',
+      { ordering: [{ topic: 'a' }, { topic: 'b', deadHead: 'drop' }] },
+      /'block'.*'skip'.*"drop"/,
+    ],
+    ['ordering[0].key', { ordering: [{ topic: 'a', key: 'id' }] }, /unknown option; allowed here: topic, deadHead/],
     [
       'routes[0].url',
       { transports: [transport('t')], routes: [{ topic: '#', transport: 't', url: 'http://x' }] },

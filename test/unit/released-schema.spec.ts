@@ -33,6 +33,7 @@ describe('released schema versions', () => {
       v4: { up: dialect.schema.upgrade(4, table), down: dialect.schema.downgrade(4, table) },
       v5: { up: dialect.schema.upgrade(5, table), down: dialect.schema.downgrade(5, table) },
       v6: { up: dialect.schema.upgrade(6, table), down: dialect.schema.downgrade(6, table) },
+      v7: { up: dialect.schema.upgrade(7, table), down: dialect.schema.downgrade(7, table) },
     }).toEqual(released[key]);
   });
 });

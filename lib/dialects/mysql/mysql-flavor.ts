@@ -48,4 +48,11 @@ export const mysqlFlavor: SqlFlavor = {
     ['created_at', NOW],
   ],
   onDedupeConflict: ' ON DUPLICATE KEY UPDATE `id` = `id`',
+  // VALUES() rather than MySQL 8's row alias, which MariaDB does not know; front_id first, as assigned in order.
+  keyOrder: {
+    deleteLimit: true,
+    upsert:
+      ' ON DUPLICATE KEY UPDATE `front_id` = COALESCE(`front_id`, VALUES(`front_id`)), ' +
+      '`last_seq` = `last_seq` + VALUES(`last_seq`)',
+  },
 };

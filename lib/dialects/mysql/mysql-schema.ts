@@ -1,6 +1,6 @@
 import type { SchemaStatements, Statement } from '../shared/outbox-dialect.interface';
 import { indexNames, moveNoOutcomeNotes, restoreV1Notes, schemaSteps, V1_CLAIM_NOTES } from '../shared/dialect.util';
-import type { OutboxTable } from '../shared/outbox-table';
+import { keysTableOf, type OutboxTable } from '../shared/outbox-table';
 import { attemptHistoryColumns } from './mysql-history';
 import { retentionIndex } from './mysql-retention';
 import { q, qt } from './mysql-sql';
@@ -50,7 +50,14 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
     return [`DROP TABLE ${qt(table)}`];
   },
 
-  ...schemaSteps({ 2: attemptState, 3: retentionIndex, 4: attemptHistoryColumns, 5: asciiKeys, 6: exactKeys }),
+  ...schemaSteps({
+    2: attemptState,
+    3: retentionIndex,
+    4: attemptHistoryColumns,
+    5: asciiKeys,
+    6: exactKeys,
+    7: keyOrder,
+  }),
 
   columns(table: OutboxTable): Statement {
     return {
@@ -113,17 +120,72 @@ function exactKeys(table: OutboxTable): { up: string[]; down: string[] } {
   const keys = (collation: string) =>
     `ALTER TABLE ${qt(table)} MODIFY \`key\` varchar(255) CHARACTER SET utf8mb4 COLLATE ${collation} NULL, ` +
     `MODIFY \`dedupe_key\` varchar(255) CHARACTER SET utf8mb4 COLLATE ${collation} NULL`;
-  const literal = (text: string) => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
-  // The statement as text with the server's collation spliced in where SERVER_COLLATION stands.
-  const chosen = keys(SERVER_COLLATION).split(SERVER_COLLATION).map(literal).join(', @outbox_collation, ');
+  return { up: withServerCollation(keys(SERVER_COLLATION)), down: [keys('utf8mb4_bin')] };
+}
+
+/** A statement in SQL text, as a quoted literal for CONCAT. */
+const literal = (text: string) => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+
+/** Runs `ddl` with the server's NO PAD binary collation spliced in where SERVER_COLLATION stands. */
+function withServerCollation(ddl: string): string[] {
+  const chosen = ddl.split(SERVER_COLLATION).map(literal).join(', @outbox_collation, ');
+  return [
+    "SET @outbox_collation = IF(VERSION() LIKE '%MariaDB%', 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin')",
+    `SET @outbox_ddl = CONCAT(${chosen})`,
+    ...prepared,
+  ];
+}
+
+const prepared = ['PREPARE outbox_ddl FROM @outbox_ddl', 'EXECUTE outbox_ddl', 'DEALLOCATE PREPARE outbox_ddl'];
+
+/**
+ * Version 7: per-key order. An event's place in its key (`seq`), the `waiting` status of an event
+ * behind its key's front, an index on key, status and place (the order's lookups read the waiting
+ * events of one key), and the keys' table (its key in the events' NO PAD collation, so both compare
+ * keys alike): the last place handed out and the key's front. The status check version 1 declared on
+ * the column is replaced by a named one: MariaDB drops it with the column's definition, MySQL has it as
+ * a table's check named by the server, found by its text. Both copy the table for it (writes wait).
+ */
+function keyOrder(table: OutboxTable): { up: string[]; down: string[] } {
+  const t = qt(table);
+  const name = table.name.replace(/'/g, "''");
+  const statuses = (list: string[]) => list.map((status) => `''${status}''`).join(', ');
+  const replaceCheck = (list: string[]) => [
+    // MariaDB keeps a check declared on a column with the column: redefining the column drops it.
+    `ALTER TABLE ${t} MODIFY \`status\` varchar(16) NOT NULL DEFAULT 'pending'`,
+    // MySQL keeps it as a table's check (named `<table>_chk_<n>`), as both keep a named one.
+    'SET @outbox_check = (SELECT tc.CONSTRAINT_NAME FROM information_schema.TABLE_CONSTRAINTS tc ' +
+      'JOIN information_schema.CHECK_CONSTRAINTS cc ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA ' +
+      'AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME ' +
+      `WHERE tc.TABLE_SCHEMA = DATABASE() AND tc.TABLE_NAME = '${name}' AND tc.CONSTRAINT_TYPE = 'CHECK' ` +
+      "AND cc.CHECK_CLAUSE LIKE '%status%' AND cc.CHECK_CLAUSE LIKE '%pending%' LIMIT 1)",
+    // MySQL drops a check with DROP CHECK (DROP CONSTRAINT only from 8.0.19), MariaDB with DROP CONSTRAINT.
+    `SET @outbox_ddl = CONCAT('ALTER TABLE ${t.replace(/'/g, "''")} ', IF(@outbox_check IS NULL, '', ` +
+      "CONCAT(IF(VERSION() LIKE '%MariaDB%', 'DROP CONSTRAINT ', 'DROP CHECK '), " +
+      "'`', REPLACE(@outbox_check, '`', '``'), '`, ')), " +
+      `'ADD CONSTRAINT ${q(`${table.name}_status`).replace(/'/g, "''")} CHECK (\`status\` IN (${statuses(list)}))')`,
+    ...prepared,
+  ];
+  const keys = keysTableOf(table);
   return {
     up: [
-      "SET @outbox_collation = IF(VERSION() LIKE '%MariaDB%', 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin')",
-      `SET @outbox_ddl = CONCAT(${chosen})`,
-      'PREPARE outbox_ddl FROM @outbox_ddl',
-      'EXECUTE outbox_ddl',
-      'DEALLOCATE PREPARE outbox_ddl',
+      `ALTER TABLE ${t} ADD COLUMN \`seq\` bigint NULL, ADD KEY ${q(indexNames(table.name).order)} (\`key\`, \`status\`, \`seq\`)`,
+      ...replaceCheck(['pending', 'waiting', 'delivered', 'dead']),
+      ...withServerCollation(
+        `CREATE TABLE ${qt(keys)} (
+        \`key\` varchar(255) CHARACTER SET utf8mb4 COLLATE ${SERVER_COLLATION} NOT NULL,
+        \`last_seq\` bigint NOT NULL,
+        \`front_id\` char(36) CHARACTER SET ascii COLLATE ascii_bin NULL,
+        PRIMARY KEY (\`key\`)
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+      ),
     ],
-    down: [keys('utf8mb4_bin')],
+    down: [
+      `DROP TABLE ${qt(keys)}`,
+      // Events waiting behind their key are delivered by the previous version as any other.
+      `UPDATE ${t} SET \`status\` = 'pending' WHERE \`status\` = 'waiting'`,
+      ...replaceCheck(['pending', 'delivered', 'dead']),
+      `ALTER TABLE ${t} DROP KEY ${q(indexNames(table.name).order)}, DROP COLUMN \`seq\``,
+    ],
   };
 }

@@ -39,4 +39,12 @@ export const postgresFlavor: SqlFlavor = {
   },
   insertDefaults: [],
   onDedupeConflict: ' ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING',
+  keyOrder: {
+    into: (table) => `${table} AS k`,
+    byteOrder: '"key" COLLATE "C"',
+    upsert:
+      ' ON CONFLICT ("key") DO UPDATE SET "last_seq" = k."last_seq" + EXCLUDED."last_seq", ' +
+      '"front_id" = COALESCE(k."front_id", EXCLUDED."front_id")',
+    returning: (upsert) => `${upsert} RETURNING "key", "last_seq", "front_id"`,
+  },
 };

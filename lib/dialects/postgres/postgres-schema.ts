@@ -1,6 +1,7 @@
 import type { SchemaStatements, Statement } from '../shared/outbox-dialect.interface';
 import {
   moveNoOutcomeNotes,
+  indexNames,
   partialIndexes,
   partialRetentionIndex,
   quoteIdent,
@@ -10,7 +11,7 @@ import {
   schemaSteps,
   V1_CLAIM_NOTES,
 } from '../shared/dialect.util';
-import type { OutboxTable } from '../shared/outbox-table';
+import { keysTableOf, type OutboxTable } from '../shared/outbox-table';
 
 /** PostgreSQL's DDL of every schema version, as released, and the catalogue reads of the start-up checks. */
 export const postgresSchema: SchemaStatements = {
@@ -58,7 +59,14 @@ export const postgresSchema: SchemaStatements = {
   },
 
   // Versions 5 and 6 are MySQL's (ASCII keys, NO PAD keys): here ids and keys already compare exactly.
-  ...schemaSteps({ 2: attemptState, 3: partialRetentionIndex, 4: attemptHistoryColumns, 5: NO_CHANGE, 6: NO_CHANGE }),
+  ...schemaSteps({
+    2: attemptState,
+    3: partialRetentionIndex,
+    4: attemptHistoryColumns,
+    5: NO_CHANGE,
+    6: NO_CHANGE,
+    7: keyOrder,
+  }),
 
   columns(table: OutboxTable): Statement {
     return {
@@ -107,5 +115,47 @@ function attemptHistoryColumns(table: OutboxTable): { up: string[]; down: string
         `ADD COLUMN "redrive_count" integer NOT NULL DEFAULT 0`,
     ],
     down: [`ALTER TABLE ${t} DROP COLUMN "redrive_count", DROP COLUMN "attempt_log", DROP COLUMN "claimed_at"`],
+  };
+}
+
+/**
+ * Version 7: per-key order. An event's place in its key (`seq`), the `waiting` status of an event
+ * behind its key's front, waiting events by key and place (the only rows the order's lookups read),
+ * and the keys' table: the last place handed out and the key's front. The status check PostgreSQL
+ * named when version 1 declared it on the column is replaced by a named one, added NOT VALID and
+ * validated apart, so that no write waits for the scan.
+ */
+function keyOrder(table: OutboxTable): { up: string[]; down: string[] } {
+  const t = quoteTable(table);
+  const check = quoteIdent(`${table.name}_status_check`);
+  const statuses = (list: string[]) => list.map((status) => `'${status}'`).join(', ');
+  const replaceCheck = (list: string[]) => [
+    // Whatever the check on "status" is called, it goes: the released one is named by PostgreSQL.
+    `DO $$ DECLARE c text; BEGIN FOR c IN SELECT conname FROM pg_constraint WHERE conrelid = '${t}'::regclass ` +
+      `AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%status%' LOOP ` +
+      `EXECUTE format('ALTER TABLE ${t} DROP CONSTRAINT %I', c); END LOOP; END $$`,
+    `ALTER TABLE ${t} ADD CONSTRAINT ${check} CHECK ("status" IN (${statuses(list)})) NOT VALID`,
+    `ALTER TABLE ${t} VALIDATE CONSTRAINT ${check}`,
+  ];
+  const order = quoteIdent(indexNames(table.name).order);
+  return {
+    up: [
+      `ALTER TABLE ${t} ADD COLUMN "seq" bigint`,
+      ...replaceCheck(['pending', 'waiting', 'delivered', 'dead']),
+      `CREATE INDEX IF NOT EXISTS ${order} ON ${t} ("key", "seq") WHERE "status" = 'waiting'`,
+      `CREATE TABLE ${quoteTable(keysTableOf(table))} (
+        "key" varchar(255) NOT NULL PRIMARY KEY,
+        "last_seq" bigint NOT NULL,
+        "front_id" uuid
+      )`,
+    ],
+    down: [
+      `DROP TABLE ${quoteTable(keysTableOf(table))}`,
+      `DROP INDEX ${quoteTable({ ...table, name: indexNames(table.name).order })}`,
+      // Events waiting behind their key are delivered by the previous version as any other.
+      `UPDATE ${t} SET "status" = 'pending' WHERE "status" = 'waiting'`,
+      ...replaceCheck(['pending', 'delivered', 'dead']),
+      `ALTER TABLE ${t} DROP COLUMN "seq"`,
+    ],
   };
 }

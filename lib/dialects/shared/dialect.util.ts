@@ -46,7 +46,12 @@ export function quoteTable(table: OutboxTable): string {
 }
 
 export function indexNames(table: string) {
-  return { claim: `${table}_claim_idx`, dedupe: `${table}_dedupe_idx`, retention: `${table}_retention_idx` };
+  return {
+    claim: `${table}_claim_idx`,
+    dedupe: `${table}_dedupe_idx`,
+    retention: `${table}_retention_idx`,
+    order: `${table}_order_idx`,
+  };
 }
 
 /** Decodes a raw row; JSON and time columns may arrive as text (SQLite) or already parsed (PostgreSQL). */

@@ -24,6 +24,8 @@ export interface OutboxColumn {
   readonly inserted?: true;
   /** Returned by a claim to the worker (`CLAIMED_COLUMNS`): every column more is paid for per event. */
   readonly claimed?: true;
+  /** An `integer` column stored as a 64-bit integer (BIGINT). */
+  readonly big?: true;
 }
 
 /**
@@ -76,6 +78,7 @@ export const OUTBOX_COLUMNS: readonly OutboxColumn[] = [
   { name: 'claimed_at', property: 'claimedAt', kind: 'time', nullable: true },
   { name: 'attempt_log', property: 'attemptLog', kind: 'history', nullable: true },
   { name: 'redrive_count', property: 'redriveCount', kind: 'integer', nullable: false },
+  { name: 'seq', property: 'seq', kind: 'integer', nullable: true, claimed: true, big: true },
 ];
 
 /** The columns every insert writes, in the order of its values. */

@@ -25,6 +25,7 @@ export type ClaimedEvent = Pick<
   | 'note'
   | 'lastExpiredAttempt'
   | 'createdAt'
+  | 'seq'
 >;
 
 /** Rows and affected-row count of one statement. */
@@ -262,6 +263,24 @@ export interface SqlFlavor {
   readonly insertDefaults: ReadonlyArray<readonly [column: string, value: string]>;
   /** After an insert's values when a row has a dedupe key: a repeated key leaves the first row as it was. */
   readonly onDedupeConflict: string;
+  /** How the keys' table of per-key order is written (see key-order-statements.ts). */
+  readonly keyOrder: KeyOrderSql;
+}
+
+export interface KeyOrderSql {
+  /** The keys' table as the upsert inserts into it (PostgreSQL names it `k`, for the upsert's SET). */
+  readonly into?: (table: string) => string;
+  /**
+   * After the keys' values: an existing key adds the new count to `last_seq` and keeps its `front_id`,
+   * or takes the new one when it has none.
+   */
+  readonly upsert: string;
+  /** The keys in the byte order of their UTF-8, where the column's collation may order them otherwise. */
+  readonly byteOrder?: string;
+  /** Whether a DELETE takes LIMIT (MySQL), rather than a subquery on its own table (which MySQL refuses). */
+  readonly deleteLimit?: boolean;
+  /** The upsert made to return the keys' rows (key, last_seq, front_id); absent where it cannot. */
+  readonly returning?: (upsert: string) => string;
 }
 
 /** Operations: statements built from filters, by one builder, through the database's flavor of SQL. */

@@ -20,6 +20,14 @@ export function outboxTable(name: string, schema?: string): OutboxTable {
   return { schema, name, path: schema ? `${schema}.${name}` : name };
 }
 
+/**
+ * The table of an outbox's ordered keys (schema version 7), beside the outbox table: its name with
+ * `_keys` appended, in the same schema.
+ */
+export function keysTableOf(table: OutboxTable): OutboxTable {
+  return outboxTable(`${table.name}_keys`, table.schema);
+}
+
 /** The table `tableName` of the outbox on `dataSource`, placed where TypeORM places its entity. */
 export function outboxTableOn(dataSource: DataSource, tableName: string): OutboxTable {
   const options = dataSource.options as { type: string; schema?: string; entityPrefix?: string };

@@ -9,12 +9,13 @@ import { StatementBuilder } from './statement-builder';
  */
 
 /**
- * The claim still holds the event: pending, with its token. Only another claim replaces the token, so
- * a lease that ran out while nobody claimed the event (the worker waited for a connection, or stalled)
- * does not void the outcome: the attempt ran once, and recording it is what keeps it from running again.
+ * The claim still holds the event: pending (or, in a run of per-key order, waiting behind an earlier
+ * event of its key), with its token. Only another claim replaces the token, so a lease that ran out
+ * while nobody claimed the event (the worker waited for a connection, or stalled) does not void the
+ * outcome: the attempt ran once, and recording it is what keeps it from running again.
  */
 function held(f: SqlFlavor, token: string): string {
-  return `${f.ident('status')} = 'pending' AND ${f.ident('claim_token')} = ${token}`;
+  return `${f.ident('status')} IN ('pending', 'waiting') AND ${f.ident('claim_token')} = ${token}`;
 }
 
 /** Marks delivered, in one statement, those of `ids` that `token` still holds. */
@@ -50,7 +51,9 @@ export function failStatement(
   return b.statement(
     `UPDATE ${f.byId(table)} SET ` +
       `${c('available_at')} = CASE WHEN ${dead} THEN ${c('available_at')} ELSE ${f.later(b.bind, u.retryDelayMs)} END, ` +
-      `${c('status')} = CASE WHEN ${dead} THEN 'dead' ELSE 'pending' END, ${c('claim_token')} = NULL, ` +
+      // An event of a run stays behind its key's front until that one's acknowledgement moves the front to it.
+      `${c('status')} = CASE WHEN ${dead} THEN 'dead' WHEN ${c('status')} = 'waiting' THEN 'waiting' ELSE 'pending' END, ` +
+      `${c('claim_token')} = NULL, ` +
       `${c('processed_at')} = CASE WHEN ${dead} THEN ${f.now} ELSE NULL END, ` +
       `${c('last_error')} = ${p.error}, ${c('completed_handlers')} = ${f.json(p.handlers)}, ` +
       `${c('attempt_log')} = ${failedAttempt} WHERE ${c('id')} = ${p.id} AND ${held(f, p.token)}`,

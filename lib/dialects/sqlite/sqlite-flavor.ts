@@ -46,4 +46,12 @@ export const sqliteFlavor: SqlFlavor = {
   },
   insertDefaults: [],
   onDedupeConflict: ' ON CONFLICT ("dedupe_key") WHERE "dedupe_key" IS NOT NULL DO NOTHING',
+  keyOrder: {
+    upsert:
+      ' ON CONFLICT ("key") DO UPDATE SET "last_seq" = "last_seq" + excluded."last_seq", ' +
+      '"front_id" = COALESCE("front_id", excluded."front_id")',
+    // Not "INSERT …" first: TypeORM's sqlite3 runner runs a statement that starts so through run(), which
+    // drops the RETURNING rows.
+    returning: (upsert) => `WITH unused AS (SELECT 1) ${upsert} RETURNING "key", "last_seq", "front_id"`,
+  },
 };

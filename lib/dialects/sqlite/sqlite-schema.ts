@@ -1,6 +1,7 @@
 import type { SchemaStatements, Statement } from '../shared/outbox-dialect.interface';
 import {
   moveNoOutcomeNotes,
+  indexNames,
   partialIndexes,
   partialRetentionIndex,
   quoteIdent,
@@ -10,7 +11,7 @@ import {
   schemaSteps,
   V1_CLAIM_NOTES,
 } from '../shared/dialect.util';
-import type { OutboxTable } from '../shared/outbox-table';
+import { keysTableOf, type OutboxTable } from '../shared/outbox-table';
 import { NOW } from './sqlite-flavor';
 
 /** SQLite's DDL of every schema version, as released, and the catalogue reads of the start-up checks. */
@@ -54,7 +55,14 @@ export const sqliteSchema: SchemaStatements = {
   },
 
   // Versions 5 and 6 are MySQL's (ASCII keys, NO PAD keys): here ids and keys already compare exactly.
-  ...schemaSteps({ 2: attemptState, 3: partialRetentionIndex, 4: attemptHistoryColumns, 5: NO_CHANGE, 6: NO_CHANGE }),
+  ...schemaSteps({
+    2: attemptState,
+    3: partialRetentionIndex,
+    4: attemptHistoryColumns,
+    5: NO_CHANGE,
+    6: NO_CHANGE,
+    7: keyOrder,
+  }),
 
   columns(table: OutboxTable): Statement {
     return { sql: 'SELECT "name", NULL AS "charset" FROM pragma_table_info(?)', params: [table.name] };
@@ -99,5 +107,84 @@ function attemptHistoryColumns(table: OutboxTable): { up: string[]; down: string
       `ALTER TABLE ${t} ADD COLUMN "redrive_count" integer NOT NULL DEFAULT 0`,
     ],
     down: ['redrive_count', 'attempt_log', 'claimed_at'].map((c) => `ALTER TABLE ${t} DROP COLUMN ${quoteIdent(c)}`),
+  };
+}
+
+/** The table's columns at version 6, in their order, with `status` checked against `statuses`. */
+function version6Columns(statuses: string[]): string[] {
+  return [
+    '"id" varchar(36) NOT NULL PRIMARY KEY',
+    '"topic" varchar(128) NOT NULL',
+    '"key" varchar(255)',
+    '"dedupe_key" varchar(255)',
+    '"payload" text NOT NULL',
+    `"headers" text NOT NULL DEFAULT '{}'`,
+    `"status" varchar(16) NOT NULL DEFAULT 'pending' CHECK ("status" IN (${statuses.map((s) => `'${s}'`).join(', ')}))`,
+    '"attempts" integer NOT NULL DEFAULT 0',
+    `"available_at" varchar(24) NOT NULL DEFAULT (${NOW})`,
+    '"claim_token" varchar(36)',
+    `"completed_handlers" text NOT NULL DEFAULT '[]'`,
+    '"last_error" text',
+    `"created_at" varchar(24) NOT NULL DEFAULT (${NOW})`,
+    '"processed_at" varchar(24)',
+    '"expired_attempts" integer NOT NULL DEFAULT 0',
+    '"last_expired_attempt" integer',
+    '"note" text',
+    '"claimed_at" varchar(24)',
+    '"attempt_log" text',
+    '"redrive_count" integer NOT NULL DEFAULT 0',
+  ];
+}
+
+const VERSION_6_NAMES = version6Columns([]).map((column) => column.slice(0, column.indexOf('"', 1) + 1));
+
+/**
+ * SQLite cannot change a column's check: the table is built again beside the old one with `columns`,
+ * the rows copied (by name), the old table dropped and the new one given its name, and its indexes
+ * (versions 1 and 3, and `more`) made again.
+ */
+function rebuilt(table: OutboxTable, columns: string[], more: string[]): string[] {
+  const t = quoteTable(table);
+  const next = quoteIdent(`${table.name}_next`);
+  const copied = VERSION_6_NAMES.join(', ');
+  return [
+    `CREATE TABLE ${next} (\n        ${columns.join(',\n        ')}\n      )`,
+    `INSERT INTO ${next} (${copied}) SELECT ${copied} FROM ${t}`,
+    `DROP TABLE ${t}`,
+    `ALTER TABLE ${next} RENAME TO ${quoteIdent(table.name)}`,
+    ...partialIndexes(t, table),
+    ...partialRetentionIndex(table).up,
+    ...more,
+  ];
+}
+
+/**
+ * Version 7: per-key order. An event's place in its key (`seq`), the `waiting` status of an event
+ * behind its key's front (the table is built again for the new check), waiting events by key and
+ * place (the only rows the order's lookups read), and the keys' table: the last place handed out and
+ * the key's front.
+ */
+function keyOrder(table: OutboxTable): { up: string[]; down: string[] } {
+  const t = quoteTable(table);
+  const keys = quoteTable(keysTableOf(table));
+  return {
+    up: [
+      ...rebuilt(
+        table,
+        [...version6Columns(['pending', 'waiting', 'delivered', 'dead']), '"seq" integer'],
+        [`CREATE INDEX ${quoteIdent(indexNames(table.name).order)} ON ${t} ("key", "seq") WHERE "status" = 'waiting'`],
+      ),
+      `CREATE TABLE ${keys} (
+        "key" varchar(255) NOT NULL PRIMARY KEY,
+        "last_seq" integer NOT NULL,
+        "front_id" varchar(36)
+      )`,
+    ],
+    down: [
+      `DROP TABLE ${keys}`,
+      // Events waiting behind their key are delivered by the previous version as any other.
+      `UPDATE ${t} SET "status" = 'pending' WHERE "status" = 'waiting'`,
+      ...rebuilt(table, version6Columns(['pending', 'delivered', 'dead']), []),
+    ],
   };
 }

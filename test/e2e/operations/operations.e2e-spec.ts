@@ -487,6 +487,7 @@ describe.each(backends())('operations on %s', (backend) => {
       oldestDueAgeMs: null,
       lastClaimAt: null,
       deliveredLastMinute: 0,
+      blockedKeys: 0,
     });
     await everyState();
     await app.raw.query(

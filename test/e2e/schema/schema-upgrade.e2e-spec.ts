@@ -17,6 +17,7 @@ import { validateEvent } from '../../../lib/publishing/outbox.validation';
 import { LEASE_EXPIRED } from '../../../lib/dialects/shared/claim-rules';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../../lib/dialects/shared/outbox-table';
+import { OUTBOX_SCHEMA_VERSIONS } from '../../../lib/schema/outbox-migrations';
 import {
   backends,
   describeOn,
@@ -67,6 +68,8 @@ const ids = {
   delivered: '0190a2b0-0000-7000-8000-00000000000e',
 };
 const noteOfV1 = `attempt 1 of 10 ${LEASE_EXPIRED}`;
+/** The version the module needs: the last one released. */
+const LATEST = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version;
 
 /**
  * RELIABILITY "upgrades never break a running install": a table made by the released migration, with
@@ -88,7 +91,9 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     await app?.dispose();
     app = undefined;
     if (!isSqlite(backend))
-      await raw.query(`DROP TABLE IF EXISTS "${table}", "${table}_migrations", "${table}_orders"`);
+      await raw.query(
+        sql(backend, `DROP TABLE IF EXISTS "${table}", "${table}_migrations", "${table}_orders", "${table}_keys"`),
+      );
     await raw.close();
     if (sqlitePath) removeSqliteFile(sqlitePath);
   });
@@ -145,16 +150,20 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       (e: unknown) => e,
     );
 
+  /** The migration to version 7 of this table: the first missing one wherever versions 5 and 6 have nothing to do. */
+  const keyOrderMigration = () => `OutboxKeyOrder_${table}1796428800000`;
+
   /**
    * The start-up on a table of `foundVersion` whose next migration changes MySQL/MariaDB columns only:
-   * refused there, naming `missingMigration`; elsewhere that migration has nothing to do, and it starts.
+   * refused there, naming `missingMigration`; elsewhere that migration has nothing to do, and the first
+   * one missing is version 7's.
    */
   async function expectRefusedOnMariadbOnly(foundVersion: number, missingMigration: string) {
     const started = await startUnmigrated();
     if (backend === 'mariadb') {
-      expect(started).toMatchObject({ foundVersion, neededVersion: 6, missingMigration });
+      expect(started).toMatchObject({ foundVersion, neededVersion: LATEST, missingMigration });
     } else {
-      expect(started).toBeUndefined();
+      expect(started).toMatchObject({ foundVersion: 6, neededVersion: LATEST, missingMigration: keyOrderMigration() });
     }
   }
 
@@ -218,9 +227,13 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const ds = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     const v2Columns = [...v1Columns!, 'expired_attempts', 'last_expired_attempt', 'note'].sort();
     const v4Columns = [...v2Columns, 'claimed_at', 'attempt_log', 'redrive_count'].sort();
-    expect(await columnsOf(ds)).toEqual(v4Columns);
-    expect(await indexes()).toEqual([...v1Indexes, `${table}_retention_idx`].sort());
+    const v3Indexes = [...v1Indexes, `${table}_retention_idx`].sort();
+    expect(await columnsOf(ds)).toEqual([...v4Columns, 'seq'].sort());
+    expect(await indexes()).toEqual([...v3Indexes, `${table}_order_idx`].sort());
     if (backend === 'mariadb') expect(await keyCharsets()).toEqual({ claim_token: 'ascii', id: 'ascii' });
+    await ds.undoLastMigration(); // version 7
+    expect(await columnsOf(ds)).toEqual(v4Columns);
+    expect(await indexes()).toEqual(v3Indexes);
     await ds.undoLastMigration(); // version 6
     if (backend === 'mariadb') expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_bin', key: 'utf8mb4_bin' });
     await ds.undoLastMigration();
@@ -253,7 +266,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(refused).toBeInstanceOf(OutboxSchemaOutdatedError);
     expect(refused).toMatchObject({
       foundVersion: 2,
-      neededVersion: 6,
+      neededVersion: LATEST,
       missingMigration: `OutboxRetentionIndex_${table}1796083200000`,
     });
 
@@ -273,7 +286,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const refused = await startUnmigrated();
     expect(refused).toMatchObject({
       foundVersion: 3,
-      neededVersion: 6,
+      neededVersion: LATEST,
       missingMigration: `OutboxAttemptHistory_${table}1796169600000`,
     });
 
@@ -291,6 +304,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(redriven!.history.map((h) => [h.round, h.attempt, h.outcome])).toEqual([[1, 1, 'delivered']]);
 
     const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration(); // version 7
     await down.undoLastMigration(); // version 6
     await down.undoLastMigration(); // version 5
     await down.undoLastMigration();
@@ -349,6 +363,9 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const v5 = await migrate(backend, table, sqlitePath, createOutboxMigrations(table).slice(0, 5));
     await insert(ids.due, 'pending', 0, null, null);
     // A worker of this version on the old table (the start-up check below refuses one; this is the store's own guard).
+    // It reads version 7's `seq`: that column alone is lent to the table meanwhile, the keys' collation is version 5's.
+    const seqColumn = (change: string) => raw.query(sql(backend, `ALTER TABLE "${table}" ${change}`));
+    await seqColumn('ADD COLUMN "seq" bigint');
     const store = new OutboxStore(v5, table, undefined, false);
     const publish = (dedupeKey: string, n: number) =>
       v5.transaction((manager) =>
@@ -365,6 +382,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       expect(padded).toEqual([{ id: expect.any(String) as string, inserted: true }]);
     }
     await v5.destroy();
+    await seqColumn('DROP COLUMN "seq"');
 
     await expectRefusedOnMariadbOnly(5, `OutboxExactKeys_${table}1796342400000`);
 
@@ -372,6 +390,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     if (backend === 'mariadb') {
       expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_nopad_bin', key: 'utf8mb4_nopad_bin' });
       // Down and up again: the padded collation comes back while no two keys differ by trailing spaces only.
+      await upgraded.undoLastMigration(); // version 7
       await upgraded.undoLastMigration();
       expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_bin', key: 'utf8mb4_bin' });
       await upgraded.runMigrations();
@@ -389,6 +408,65 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(stored[1]).toEqual({ id: first.id, inserted: false });
     expect(stored[0].id).not.toBe(first.id);
     expect(await app.worker.drain()).toMatchObject({ delivered: 3, failed: 0 });
+  });
+
+  it('takes a version-6 table to per-key order: refused until then, every event kept, the waiting status and the keys table there, and back', async () => {
+    const v6 = await migrate(backend, table, sqlitePath, createOutboxMigrations(table).slice(0, 6));
+    await v6.destroy();
+    await insert(ids.leased, 'pending', 1, '11111111-1111-4111-8111-111111111111', null);
+    await insert(ids.dead, 'dead', 10, null, 'Sink.handle: Error: upstream answered 503');
+    await insert(ids.due, 'pending', 0, null, null);
+    await insert(ids.delivered, 'delivered', 1, null, null);
+    const before = await row(ids.dead);
+
+    expect(await startUnmigrated()).toMatchObject({
+      foundVersion: 6,
+      neededVersion: LATEST,
+      missingMigration: keyOrderMigration(),
+    });
+
+    const statusIs = (id: string, status: string) =>
+      raw.query(sql(backend, `UPDATE "${table}" SET "status" = ? WHERE "id" = ?`), [status, id]);
+    // By its message: a native driver's error may come from another realm than this test's Error (better-sqlite3
+    // loaded by both jest projects in one process), which toThrow() does not take for an error.
+    const refused = (write: Promise<unknown>) =>
+      expect(write).rejects.toHaveProperty('message', expect.stringMatching(/constraint|duplicate/i));
+    const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    // Every column of every row as it was (SQLite built the table again to change its check).
+    expect(await row(ids.dead)).toEqual({ ...before, seq: null });
+    expect(await row(ids.leased)).toMatchObject({ claim_token: '11111111-1111-4111-8111-111111111111' });
+    expect(await indexes()).toContain(`${table}_order_idx`);
+    // The check still refuses what is no status, and admits the new one.
+    await refused(statusIs(ids.delivered, 'lost'));
+    await statusIs(ids.delivered, 'waiting');
+    await statusIs(ids.delivered, 'delivered');
+    await raw.query(sql(backend, `INSERT INTO "${table}_keys" ("key", "last_seq", "front_id") VALUES (?, ?, ?)`), [
+      'order-1',
+      2,
+      ids.due,
+    ]);
+    // The keys' table compares keys as the events do: a trailing space makes another key.
+    await raw.query(sql(backend, `INSERT INTO "${table}_keys" ("key", "last_seq") VALUES (?, ?)`), ['order-1 ', 1]);
+    await refused(
+      raw.query(sql(backend, `INSERT INTO "${table}_keys" ("key", "last_seq") VALUES (?, ?)`), ['order-1', 1]),
+    );
+    await upgraded.destroy();
+
+    app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
+    expect(await app.worker.drain()).toMatchObject({ delivered: 2, failed: 0 });
+    await app.close();
+    await app.raw.close();
+    app = undefined;
+
+    // Down: an event waiting behind its key is left to the previous version as a plain pending event.
+    await statusIs(ids.dead, 'waiting');
+    const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration();
+    await down.destroy();
+    expect(await row(ids.dead)).toEqual({ ...before, status: 'pending' });
+    await refused(statusIs(ids.delivered, 'waiting'));
+    expect(await indexes()).not.toContain(`${table}_order_idx`);
+    expect(await startUnmigrated()).toMatchObject({ foundVersion: 6, missingMigration: keyOrderMigration() });
   });
 });
 

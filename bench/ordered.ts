@@ -1,0 +1,74 @@
+/**
+ * Per-key order's figures (issue 26), in the same run as the unordered ones: the drain of events of
+ * many keys and of one hot key, and the enqueue of ordered events, each against its unordered twin.
+ */
+import { TransactionHost } from '@nestjs-cls/transactional';
+import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { OutboxService } from '../lib';
+import { libraryApp, type Db } from './env';
+
+/** The ordering option of every ordered bench app and worker. */
+export const BENCH_ORDERING = { ordering: [{ topic: 'bench.event' }] };
+
+/** Publishes `count` events of the bench topic through the library, 1,000 per transaction, event n keyed `k<n mod keys>`. */
+export async function fillOrdered(db: Db, table: string, count: number, keys: number): Promise<void> {
+  const app = await libraryApp(db, table, { worker: { enabled: false }, ...BENCH_ORDERING }, 2);
+  const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+  const outbox = app.get(OutboxService);
+  for (let done = 0; done < count; done += 1000) {
+    const items = Array.from({ length: Math.min(1000, count - done) }, (_, i) => ({
+      topic: 'bench.event',
+      payload: { n: 1 },
+      key: `k${(done + i) % keys}`,
+    }));
+    await tx.withTransaction(() => outbox.publishMany(items));
+  }
+  await app.close();
+}
+
+export interface OrderedResult {
+  /** Events per second: `<case>` ordered, `<case>_unordered` the library's unordered drain of the same case. */
+  drain: Record<string, number>;
+  enqueue?: { libBusiness: number; libOutbox: number; libOrdered: number; ratio: number; orderedRatio: number };
+}
+
+/** The targets of issue 26: ordered over unordered drain, per database and case. */
+export const ORDERED_TARGETS: Record<Db, Record<string, number>> = {
+  postgres: { '4w_b500_1000keys': 0.5, '4w_b500_1key': 0.25 },
+  mariadb: { '4w_b500_1000keys': 0.4 },
+  sqlite: { '1w_b500_1000keys': 0.5 },
+};
+
+export function orderedReport(results: Record<string, unknown>, dbs: Db[]): string {
+  const f = (n: number, digits = 0) =>
+    Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—';
+  const lines = [
+    '',
+    'Per-key order (`ordering`): the same drain with every event on one of 1,000 keys (or all on one key), and the',
+    'enqueue of an event keyed with one of 100 keys, against the unordered library in the same run.',
+    '',
+    '| database | measure | unordered | ordered | ordered / unordered | target |',
+    '| --- | --- | ---: | ---: | ---: | --- |',
+  ];
+  for (const db of dbs) {
+    const o = (results[db] as { ordered?: OrderedResult } | undefined)?.ordered;
+    if (!o) continue;
+    for (const [name, target] of Object.entries(ORDERED_TARGETS[db])) {
+      const ordered = o.drain[name];
+      const unordered = o.drain[`${name}_unordered`];
+      if (ordered === undefined) continue;
+      const ratio = ordered / unordered;
+      lines.push(
+        `| ${db} | drain ${name.replace(/_/g, ', ')} (events/s) | ${f(unordered)} | ${f(ordered)} | ${f(ratio, 2)} | ≥ ${target}: ${ratio >= target ? 'PASS' : 'FAIL'} |`,
+      );
+    }
+    const e = o.enqueue;
+    if (e) {
+      const ok = e.orderedRatio >= e.ratio - 0.1;
+      lines.push(
+        `| ${db} | enqueue with an event (tx/s; ratio to business only) | ${f(e.libOutbox)} (${f(e.ratio, 2)}) | ${f(e.libOrdered)} (${f(e.orderedRatio, 2)}) | ${f(e.libOrdered / e.libOutbox, 2)} | ratio within 0.10: ${ok ? 'PASS' : 'FAIL'} |`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}

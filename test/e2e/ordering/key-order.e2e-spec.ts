@@ -1,0 +1,440 @@
+import { Injectable } from '@nestjs/common';
+import {
+  OutboxEvents,
+  OutboxHandler,
+  OutboxNonRetryableError,
+  OutboxOperations,
+  type OutboxLifecycleEvent,
+  type OutboxMessage,
+} from '../../../lib';
+import { backends, isSqlite } from '../../fixtures/backends';
+import { deferred, eventually } from '../../fixtures/eventually';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
+
+interface Step {
+  tx: string;
+  fail?: boolean;
+}
+
+@Injectable()
+class Sink {
+  /** The payloads' `tx` each handler call was given, in call order, per key. */
+  seen = new Map<string, string[]>();
+  inFlight = new Map<string, number>();
+  /** The most events of one key that were ever in a handler at once. */
+  mostInFlight = 0;
+  /** Transactions whose event fails (non-retryable) until healed. */
+  doomed = new Set<string>();
+  /** Transactions whose event fails once (retryable). */
+  failOnce = new Set<string>();
+
+  private async record(m: OutboxMessage<Step>) {
+    const key = m.key!;
+    const now = (this.inFlight.get(key) ?? 0) + 1;
+    this.inFlight.set(key, now);
+    this.mostInFlight = Math.max(this.mostInFlight, now);
+    try {
+      // Gives another lane the chance to start an event of the same key, were it claimable.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (this.doomed.has(m.payload.tx)) throw new OutboxNonRetryableError(`doomed ${m.payload.tx}`);
+      if (this.failOnce.delete(m.payload.tx)) throw new Error(`failing once: ${m.payload.tx}`);
+      this.seen.set(key, [...(this.seen.get(key) ?? []), m.payload.tx]);
+    } finally {
+      this.inFlight.set(key, this.inFlight.get(key)! - 1);
+    }
+  }
+
+  @OutboxHandler('order.changed')
+  changed(m: OutboxMessage<Step>) {
+    return this.record(m);
+  }
+
+  @OutboxHandler('stock.changed')
+  stock(m: OutboxMessage<Step>) {
+    return this.record(m);
+  }
+
+  @OutboxHandler('audit.logged')
+  audit(m: OutboxMessage<Step>) {
+    return this.record(m);
+  }
+}
+
+/** The `tx` of a raw row's payload (JSON text on MySQL and SQLite). */
+function txOf(row: Record<string, unknown>): string {
+  return ((typeof row.payload === 'string' ? JSON.parse(row.payload) : row.payload) as Step).tx;
+}
+
+/** What the lifecycle stream said about keys. */
+@Injectable()
+class KeyEvents {
+  readonly seen: OutboxLifecycleEvent[] = [];
+  constructor(events: OutboxEvents) {
+    events.events$.subscribe((event) => {
+      if (event.type === 'key.blocked' || event.type === 'key.unblocked') this.seen.push(event);
+    });
+  }
+}
+
+const ORDERING = [
+  { topic: 'order.*', deadHead: 'block' as const },
+  { topic: 'stock.*', deadHead: 'skip' as const },
+];
+
+describe.each(backends())('per-key order on %s', (backend) => {
+  let app: TestApp;
+  let sink: Sink;
+
+  beforeAll(async () => {
+    app = await createTestApp({
+      backend,
+      providers: [Sink, KeyEvents],
+      outbox: { ordering: ORDERING, retry: { maxAttempts: 2, initialDelayMs: 0, maxDelayMs: 0 } },
+    });
+    await app.raw.query(`CREATE TABLE "${app.table}_counter" ("key" varchar(64) PRIMARY KEY, "n" integer NOT NULL)`);
+    await app.raw.query(`CREATE TABLE "${app.table}_tx" ("tx" varchar(64) PRIMARY KEY, "n" integer NOT NULL)`);
+  });
+  afterAll(async () => {
+    if (!isSqlite(backend)) await app.raw.query(`DROP TABLE "${app.table}_counter", "${app.table}_tx"`);
+    await app.dispose();
+  });
+  beforeEach(() => {
+    sink = app.module.get(Sink);
+    sink.seen.clear();
+    sink.mostInFlight = 0;
+    sink.doomed.clear();
+    sink.failOnce.clear();
+  });
+
+  const publish = (topic: string, key: string | null, tx: string, options: { delayMs?: number } = {}) =>
+    app.outbox.publish(topic, { tx }, { key: key ?? undefined, ...options });
+  const inTx = <T>(work: () => Promise<T>) => app.txHost.withTransaction(work);
+  const drainAll = async () => {
+    for (let i = 0; i < 50; i++) {
+      const r = await app.worker.drain();
+      if (r.delivered + r.failed + r.deadLettered + r.released === 0) return;
+    }
+    throw new Error('the outbox did not settle in 50 drains');
+  };
+  const rowsOf = async (key: string) =>
+    (await outboxRows(app))
+      .filter((r) => r.key === key)
+      .sort((a, b) => Number(a.seq) - Number(b.seq))
+      .map((r) => ({ tx: txOf(r), status: r.status }));
+
+  it('numbers a key’s events and makes only the first claimable; other topics and keyless events stay as they were', async () => {
+    const key = `k-${Date.now()}`;
+    const mark = (tx: string) => `${key}/${tx}`;
+    await inTx(async () => {
+      await app.outbox.publishMany([
+        { topic: 'order.changed', payload: { tx: mark('a') }, key },
+        { topic: 'audit.logged', payload: { tx: mark('x') }, key },
+        { topic: 'order.changed', payload: { tx: mark('b') }, key },
+        { topic: 'order.changed', payload: { tx: mark('n') } },
+      ]);
+    });
+    await inTx(() => publish('order.changed', key, mark('c')));
+    const byTx = new Map((await outboxRows(app)).map((r) => [txOf(r), r]));
+    const row = (tx: string) => byTx.get(mark(tx))!;
+    expect(['a', 'b', 'c'].map((tx) => [row(tx).status, Number(row(tx).seq)])).toEqual([
+      ['pending', 1],
+      ['waiting', 2],
+      ['waiting', 3],
+    ]);
+    expect(row('x')).toMatchObject({ status: 'pending', seq: null });
+    expect(row('n')).toMatchObject({ status: 'pending', seq: null });
+    const keyRow = async () =>
+      (
+        await app.raw.query(app.sql(`SELECT "last_seq", "front_id" FROM "${app.table}_keys" WHERE "key" = ?`), [key])
+      )[0];
+    expect(await keyRow()).toMatchObject({ front_id: row('a').id });
+    expect(Number((await keyRow()).last_seq)).toBe(3);
+
+    await drainAll();
+    // The audit event is of an unordered topic: delivered whenever, beside the key's ordered ones.
+    expect(sink.seen.get(key)!.filter((tx) => tx !== mark('x'))).toEqual(['a', 'b', 'c'].map(mark));
+    expect(await keyRow()).toMatchObject({ front_id: null });
+  });
+
+  it('delivers each key’s events in the order their transactions committed, one at a time, with no gap', async () => {
+    const keys = ['c-1', 'c-2', 'c-3'].map((k) => `${k}-${Date.now()}`);
+    for (const key of keys) {
+      await app.raw.query(app.sql(`INSERT INTO "${app.table}_counter" ("key", "n") VALUES (?, 0)`), [key]);
+    }
+    const perKey = 12;
+    // Each transaction publishes first, waits a random while, then bumps its key's counter and records
+    // the value: the order of the counter values is the commit order of each key's transactions.
+    const transaction = async (key: string, i: number) => {
+      const tx = `${key}/${i}`;
+      await inTx(async () => {
+        await publish('order.changed', key, tx);
+        await new Promise((resolve) => setTimeout(resolve, Math.floor(Math.random() * 15)));
+        const manager = app.txHost.tx;
+        await manager.query(app.sql(`UPDATE "${app.table}_counter" SET "n" = "n" + 1 WHERE "key" = ?`), [key]);
+        const counted = `SELECT "n" FROM "${app.table}_counter" WHERE "key" = ?`;
+        const [{ n }] = await manager.query<Array<{ n: unknown }>>(app.sql(counted), [key]);
+        await manager.query(app.sql(`INSERT INTO "${app.table}_tx" ("tx", "n") VALUES (?, ?)`), [tx, Number(n)]);
+      });
+    };
+    await Promise.all(keys.flatMap((key) => Array.from({ length: perKey }, (_, i) => transaction(key, i))));
+    // Delivered once all have committed: unordered, the claim would take them in publish order.
+    await drainAll();
+
+    const recorded = await app.raw.query<{ tx: string; n: unknown }>(`SELECT "tx", "n" FROM "${app.table}_tx"`);
+    const counters = new Map(recorded.map((r) => [r.tx, Number(r.n)]));
+    for (const key of keys) {
+      expect(sink.seen.get(key)!.map((tx) => counters.get(tx))).toEqual(
+        Array.from({ length: perKey }, (_, i) => i + 1),
+      );
+    }
+    expect(sink.mostInFlight).toBe(1);
+  });
+
+  it('blocks a key behind its dead head (block); other keys go on', async () => {
+    const [a, b] = ['blocked', 'free'].map((k) => `${k}-${Date.now()}`);
+    sink.doomed.add('a1');
+    for (const [key, tx] of [
+      [a, 'a1'],
+      [a, 'a2'],
+      [b, 'b1'],
+      [a, 'a3'],
+      [b, 'b2'],
+    ]) {
+      await inTx(() => publish('order.changed', key, tx));
+    }
+    await drainAll();
+    expect(sink.seen.get(b)).toEqual(['b1', 'b2']);
+    expect(sink.seen.get(a)).toBeUndefined();
+    expect(await rowsOf(a)).toEqual([
+      { tx: 'a1', status: 'dead' },
+      { tx: 'a2', status: 'waiting' },
+      { tx: 'a3', status: 'waiting' },
+    ]);
+    // Waiting behind the dead head: not due, so no alert on `due` fires for them.
+    expect(await app.outbox.counts()).toMatchObject({ due: 0, scheduled: 2, pending: 2 });
+    const head = (await outboxRows(app)).find((r) => r.key === a && r.status === 'dead')!;
+    const ops = app.module.get(OutboxOperations);
+    expect(await ops.blockedKeys()).toEqual([
+      {
+        key: a,
+        headId: head.id,
+        topic: 'order.changed',
+        state: 'dead',
+        attempts: 1,
+        error: expect.stringContaining('doomed a1') as string,
+        since: expect.any(Date) as Date,
+        waiting: 2,
+      },
+    ]);
+    const waiting = await ops.find({ status: 'waiting', key: a }, { order: 'oldest' });
+    expect(waiting.items.map((e) => [e.state, e.payload])).toEqual([
+      ['waiting', { tx: 'a2' }],
+      ['waiting', { tx: 'a3' }],
+    ]);
+    // Waiting is not scheduled: deliverNow leaves it to its key's order.
+    expect(await ops.deliverNow({ ids: [waiting.items[0].id] })).toMatchObject({
+      changed: 0,
+      skipped: [{ id: waiting.items[0].id, reason: 'waiting' }],
+    });
+    const stats = await ops.stats();
+    expect(stats).toMatchObject({ blockedKeys: 1, due: 0 });
+    expect(stats.byTopic.find((t) => t.topic === 'order.changed')).toMatchObject({ scheduled: 2, dead: 1 });
+    expect(app.module.get(KeyEvents).seen.filter((e) => 'key' in e && e.key === a)).toEqual([
+      expect.objectContaining({ type: 'key.blocked', key: a, id: head.id, topic: 'order.changed' }),
+    ]);
+    expect(app.logger.matching(new RegExp(`key "${a}" blocked behind its dead head ${String(head.id)}`))).toHaveLength(
+      1,
+    );
+  });
+
+  it('unblocks a key when its dead head is redriven (delivered first) or discarded (the next goes on)', async () => {
+    const [a, b] = ['redriven', 'discarded'].map((k) => `${k}-${Date.now()}`);
+    sink.doomed.add('a1').add('b1');
+    for (const [key, tx] of [
+      [a, 'a1'],
+      [a, 'a2'],
+      [b, 'b1'],
+      [b, 'b2'],
+    ]) {
+      await inTx(() => publish('order.changed', key, tx));
+    }
+    await drainAll();
+    const deadOf = async (key: string) => (await outboxRows(app)).find((r) => r.key === key && r.status === 'dead')!;
+    const ops = app.module.get(OutboxOperations);
+    sink.doomed.clear();
+    expect(await ops.redrive({ ids: [String((await deadOf(a)).id)] })).toMatchObject({ changed: 1 });
+    expect(await ops.discard({ ids: [String((await deadOf(b)).id)] })).toMatchObject({ changed: 1 });
+    const unblocked = app.module.get(KeyEvents).seen.filter((e) => e.type === 'key.unblocked');
+    expect(unblocked).toEqual([
+      expect.objectContaining({ key: a, how: 'redrive' }),
+      expect.objectContaining({ key: b, how: 'discard' }),
+    ]);
+    expect((await ops.blockedKeys()).filter((k) => k.key === a || k.key === b)).toEqual([]);
+    await drainAll();
+    expect(sink.seen.get(a)).toEqual(['a1', 'a2']);
+    expect(sink.seen.get(b)).toEqual(['b2']);
+  });
+
+  it('redrives an event a dead head let pass (skip) to the back of its key', async () => {
+    const key = `back-${Date.now()}`;
+    sink.doomed.add('s1');
+    await inTx(() => publish('stock.changed', key, 's1'));
+    await inTx(() => publish('stock.changed', key, 's2'));
+    await drainAll();
+    expect(sink.seen.get(key)).toEqual(['s2']);
+    sink.doomed.clear();
+    // s3 is published before the redrive, s4 after it.
+    await inTx(() => publish('stock.changed', key, 's3'));
+    const dead = (await outboxRows(app)).find((r) => r.key === key && r.status === 'dead')!;
+    expect(await app.module.get(OutboxOperations).redrive({ ids: [String(dead.id)] })).toMatchObject({ changed: 1 });
+    await inTx(() => publish('stock.changed', key, 's4'));
+    await drainAll();
+    expect(sink.seen.get(key)).toEqual(['s2', 's3', 's1', 's4']);
+    expect(sink.mostInFlight).toBe(1);
+  });
+
+  it('lets the next event of a key go on past a dead head (skip)', async () => {
+    const key = `skip-${Date.now()}`;
+    sink.doomed.add('s1');
+    await inTx(async () => {
+      await publish('stock.changed', key, 's1');
+      await publish('stock.changed', key, 's2');
+    });
+    await inTx(() => publish('stock.changed', key, 's3'));
+    await drainAll();
+    expect(sink.seen.get(key)).toEqual(['s2', 's3']);
+    expect(await rowsOf(key)).toEqual([
+      { tx: 's1', status: 'dead' },
+      { tx: 's2', status: 'delivered' },
+      { tx: 's3', status: 'delivered' },
+    ]);
+  });
+
+  it('keeps a key waiting behind a delayed first event, while other keys go on', async () => {
+    const [a, b] = ['later', 'now'].map((k) => `${k}-${Date.now()}`);
+    await inTx(async () => {
+      await publish('order.changed', a, 'd1', { delayMs: 3_600_000 });
+      await publish('order.changed', a, 'd2');
+      await publish('order.changed', b, 'e1');
+    });
+    await drainAll();
+    expect(sink.seen.get(a)).toBeUndefined();
+    expect(sink.seen.get(b)).toEqual(['e1']);
+    expect(await rowsOf(a)).toEqual([
+      { tx: 'd1', status: 'pending' },
+      { tx: 'd2', status: 'waiting' },
+    ]);
+  });
+
+  it('deletes the rows of idle keys at retention; a key published again numbers from 1', async () => {
+    const key = `idle-${Date.now()}`;
+    await inTx(() => publish('order.changed', key, 'i1'));
+    await drainAll();
+    const keyRows = () => app.raw.query(app.sql(`SELECT "last_seq" FROM "${app.table}_keys" WHERE "key" = ?`), [key]);
+    expect(await keyRows()).toHaveLength(1);
+    await app.worker.purge();
+    expect(await keyRows()).toEqual([]);
+    expect(app.logger.matching(/Retention deleted the rows of \d+ idle ordered key\(s\)/).length).toBeGreaterThan(0);
+    await inTx(() => publish('order.changed', key, 'i2'));
+    await drainAll();
+    expect(sink.seen.get(key)).toEqual(['i1', 'i2']);
+    expect((await outboxRows(app)).filter((r) => r.key === key).map((r) => [r.status, Number(r.seq)])).toEqual([
+      ['delivered', 1],
+      ['delivered', 1],
+    ]);
+  });
+
+  it('claims the events behind a key’s first one with it (a run), delivered in order on one lane; a retried one keeps its place', async () => {
+    const key = `run-${Date.now()}`;
+    const txs = Array.from({ length: 12 }, (_, i) => `r${i + 1}`);
+    await inTx(() => app.outbox.publishMany(txs.map((tx) => ({ topic: 'order.changed', payload: { tx }, key }))));
+    sink.failOnce.add('r5');
+    const claims: number[] = [];
+    const subscription = app.module
+      .get(OutboxEvents)
+      .ofType('claimed')
+      .subscribe((e) => claims.push(e.count));
+    try {
+      await drainAll();
+    } finally {
+      subscription.unsubscribe();
+    }
+    expect(sink.seen.get(key)).toEqual(txs);
+    expect(sink.mostInFlight).toBe(1);
+    // One claim took the first event and the 11 behind it; r5 failed, the 7 after it went back, and the
+    // next claim took r5 (its key's front by then, due again at once) with those 7.
+    expect(claims.slice(0, 2)).toEqual([12, 8]);
+    const attempts = (await outboxRows(app)).filter((r) => r.key === key).map((r) => [txOf(r), Number(r.attempts)]);
+    expect(attempts.filter(([, n]) => n !== 1)).toEqual([['r5', 2]]);
+  });
+
+  it('stops a run at a dead event: blocked behind it (block), or going on past it (skip)', async () => {
+    const [blocked, skipped] = ['run-block', 'run-skip'].map((k) => `${k}-${Date.now()}`);
+    await inTx(async () => {
+      for (const n of [1, 2, 3, 4]) await publish('order.changed', blocked, `b${n}`);
+      for (const n of [1, 2, 3, 4]) await publish('stock.changed', skipped, `s${n}`);
+    });
+    sink.doomed.add('b2').add('s2');
+    await drainAll();
+    expect(sink.seen.get(blocked)).toEqual(['b1']);
+    expect(await rowsOf(blocked)).toEqual([
+      { tx: 'b1', status: 'delivered' },
+      { tx: 'b2', status: 'dead' },
+      { tx: 'b3', status: 'waiting' },
+      { tx: 'b4', status: 'waiting' },
+    ]);
+    expect((await app.module.get(OutboxOperations).blockedKeys()).map((k) => k.key)).toContain(blocked);
+    expect(sink.seen.get(skipped)).toEqual(['s1', 's3', 's4']);
+    // Nothing of the stopped runs is left leased.
+    expect((await outboxRows(app)).filter((r) => r.key === blocked && r.claim_token !== null)).toEqual([]);
+  });
+
+  it('rolls back a key’s numbers with the transaction that took them', async () => {
+    const key = `rb-${Date.now()}`;
+    const failed = deferred();
+    await expect(
+      inTx(async () => {
+        await publish('order.changed', key, 'r1');
+        failed.resolve();
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    await failed.promise;
+    await inTx(() => publish('order.changed', key, 'r2'));
+    await drainAll();
+    expect(sink.seen.get(key)).toEqual(['r2']);
+    expect((await outboxRows(app)).filter((r) => r.key === key).map((r) => Number(r.seq))).toEqual([1]);
+  });
+  it('moves a key on at a worker’s start when its first event finished without it (an older worker acknowledged it)', async () => {
+    const key = `swept-${Date.now()}`;
+    await inTx(async () => {
+      await publish('order.changed', key, 'w1');
+      await publish('order.changed', key, 'w2');
+    });
+    // What a worker of a version before per-key order does: acknowledge, and nothing else.
+    await app.raw.query(
+      app.sql(`UPDATE "${app.table}" SET "status" = 'delivered' WHERE "key" = ? AND "status" = 'pending'`),
+      [key],
+    );
+    await drainAll();
+    expect(await rowsOf(key)).toEqual([
+      { tx: 'w1', status: 'delivered' },
+      { tx: 'w2', status: 'waiting' },
+    ]);
+    // Last in this file: a second app takes over Nest's logger (app.logger hears nothing more).
+    const worker = await createTestApp({
+      backend,
+      table: app.table,
+      sqlitePath: app.sqlitePath,
+      providers: [Sink],
+      outbox: { ordering: ORDERING, worker: { enabled: true, pollIntervalMs: 50 } },
+    });
+    try {
+      await eventually(async () => (await rowsOf(key))[1].status === 'delivered', 10_000, 'w2 delivered');
+      expect(worker.logger.matching(/ordered key\(s\) whose first event had finished went on/)).toHaveLength(1);
+    } finally {
+      await worker.close();
+      await worker.raw.close();
+    }
+  });
+});
