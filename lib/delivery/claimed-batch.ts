@@ -88,8 +88,8 @@ export class ClaimedBatch {
    * An event whose previous attempt's lease expired may be the one that stopped that worker (a
    * handler that ends the process every time). Run among others, it would take their attempts down
    * with it, again and again, until they too were dead-lettered. So it runs alone — after the rest of
-   * the batch is acknowledged, on every lane of the worker, so no other claim's event runs beside it —
-   * and at most one per claim: the others like it go back at once, uncounted, to be claimed again.
+   * the batch is acknowledged, on every lane of the worker, so no other claim's event runs beside it,
+   * once every success of the worker is written — and at most one per claim: the others like it go back at once, uncounted, to be claimed again.
    */
   private async isolatingSuspects(events: ClaimedEvent[]): Promise<number> {
     const suspects = events.filter(previousAttemptExpired);
@@ -126,6 +126,8 @@ export class ClaimedBatch {
       for (const event of events) {
         const taking = lanes.take(alone);
         if (taking) await taking;
+        // A suspect may end the process: every success of the instance is written before it starts.
+        if (alone) await Promise.all([...state.ackBuffers].map((buffer) => buffer.flush()));
         deliveries.push(this.onLane(event, acks, alone));
       }
       outcomes = await Promise.all(deliveries);
