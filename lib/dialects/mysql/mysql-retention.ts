@@ -25,10 +25,11 @@ export function indexesOf(table: OutboxTable): Statement {
 }
 
 export function purgeSelection(table: OutboxTable, a: RetentionBatch): Statement {
-  // The index (status, processed_at) serves the filter and the ORDER BY: only the returned rows are locked.
+  // The index (status, processed_at) serves the filter and the ORDER BY: only the returned rows are locked
+  // (forced, as the claim's: another plan may lock every row it reads, and another purge skips them all).
   return {
     sql:
-      `SELECT \`id\` FROM ${qt(table)} WHERE \`status\` = '${finishedStatus(a.status)}' ` +
+      `SELECT \`id\` FROM ${qt(table)} FORCE INDEX (${q(indexNames(table.name).retention)}) WHERE \`status\` = '${finishedStatus(a.status)}' ` +
       `AND \`processed_at\` < DATE_SUB(${NOW}, INTERVAL ? MICROSECOND) ORDER BY \`processed_at\` LIMIT ? FOR UPDATE SKIP LOCKED`,
     params: [a.olderThanMs * 1000, a.batchSize],
   };

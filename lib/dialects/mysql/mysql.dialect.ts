@@ -1,5 +1,5 @@
 import type { ClaimArgs, OutboxDialect, RenewalArgs, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
-import { decodeRow, driverErrno, requireVersion } from '../shared/dialect.util';
+import { decodeRow, driverErrno, indexNames, requireVersion } from '../shared/dialect.util';
 import { CLAIMED } from '../shared/outbox-columns';
 import { indexesOf, purgeBatch, purgeSelection } from './mysql-retention';
 import { mysqlSchema } from './mysql-schema';
@@ -65,14 +65,17 @@ export class MysqlDialect implements OutboxDialect {
 
   claimSelection(table: OutboxTable, batchSize: number, heldTokens: readonly string[] = []): Statement {
     // The index (status, available_at, id) serves both the filter and the ORDER BY: no filesort, so
-    // InnoDB locks only the rows it returns and a second worker skips them. It reads what the worker
+    // InnoDB locks only the rows it returns and a second worker skips them. Forced: on a small table
+    // emptied again and again the optimizer chose otherwise, and its plan locked every due row it read,
+    // so a second claim took none of those the first left. It reads what the worker
     // needs at once (the locking read visits each row anyway): no second read after the update. A row
     // one of the worker's own claims still holds fails the condition on the row it has read, and at
     // READ COMMITTED its lock is let go at once.
     const held = heldTokens.map(() => '?').join(', ');
     return {
       sql:
-        `SELECT ${PICKED} FROM ${qt(table)} WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
+        `SELECT ${PICKED} FROM ${qt(table)} FORCE INDEX (${q(indexNames(table.name).claim)}) ` +
+        `WHERE \`status\` = 'pending' AND \`available_at\` <= ${NOW} ` +
         (held ? `AND (\`claim_token\` IS NULL OR \`claim_token\` NOT IN (${held})) ` : '') +
         'ORDER BY `available_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED',
       params: [...heldTokens, batchSize],
