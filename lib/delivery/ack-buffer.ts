@@ -23,6 +23,8 @@ export class AckBuffer {
     private readonly scope: ClaimScope,
     /** The events of the lanes these successes come from. */
     private readonly batch: ClaimedEvent[],
+    /** Each event of a run (per-key order) to the one after it, which the lane starts only once it is written. */
+    private readonly nextInRun: ReadonlyMap<string, string> = new Map(),
   ) {
     this.timer = setInterval(() => void this.flush(), ACK_FLUSH_MS);
     // A pending acknowledgement never keeps the process alive on its own.
@@ -38,7 +40,9 @@ export class AckBuffer {
     const ids = this.ids;
     if (ids.length > 0) {
       this.ids = [];
-      this.writing = this.writing.then(() => this.recorder.acknowledge(ids, this.scope, this.batch));
+      // The key of an event whose successor in its run is still to start moves onto an event this claim holds.
+      const heldNext = ids.filter((id) => this.nextInRun.has(id)).length;
+      this.writing = this.writing.then(() => this.recorder.acknowledge(ids, this.scope, this.batch, heldNext));
     }
     return this.writing;
   }

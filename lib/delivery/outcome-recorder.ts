@@ -136,9 +136,9 @@ export class OutcomeRecorder {
   }
 
   /** One statement for a batch's successes `ids`, all of `batch`. */
-  async acknowledge(ids: string[], scope: ClaimScope, batch: ClaimedEvent[]): Promise<void> {
+  async acknowledge(ids: string[], scope: ClaimScope, batch: ClaimedEvent[], heldNext = 0): Promise<void> {
     try {
-      const acknowledged = await this.store.acknowledge(ids, scope.token, orderedKeys(ids, batch));
+      const acknowledged = await this.store.acknowledge(ids, scope.token, orderedKeys(ids, batch), heldNext);
       scope.total.delivered += acknowledged;
       if (acknowledged < ids.length) {
         this.refused(ids, ids.length - acknowledged, 'acknowledge', scope.total);

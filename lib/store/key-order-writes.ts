@@ -12,6 +12,7 @@ import {
   moveFrontsStatement,
   PARAMETERS_PER_KEY,
   promoteFrontsStatement,
+  promoteStatement,
 } from '../dialects/shared/key-order-statements';
 import type { KeyPlace } from '../dialects/shared/insert-statement';
 import type {
@@ -95,8 +96,15 @@ export async function moveFronts(
   finished: string[],
 ): Promise<number> {
   if (keys.length === 0 || finished.length === 0) return 0;
-  await run(moveFrontsStatement(f, table, keys, finished));
-  return (await run(promoteFrontsStatement(f, table, keys))).affected;
+  const move = moveFrontsStatement(f, table, keys, finished);
+  if (!f.keyOrder.returning) {
+    await run(move);
+    return (await run(promoteFrontsStatement(f, table, keys))).affected;
+  }
+  // Where the move returns the keys' new fronts, they are made claimable by id.
+  const { rows } = await run({ ...move, sql: f.keyOrder.returning(move.sql) });
+  const fronts = rows.filter((row) => row.front_id !== null).map((row) => String(row.front_id));
+  return fronts.length === 0 ? 0 : (await run(promoteStatement(f, table, fronts))).affected;
 }
 
 /** Locks the rows of `keys` in the transaction, in the order every writer locks them. */

@@ -180,10 +180,12 @@ export class OutboxStore implements OnModuleInit {
   /**
    * Acknowledges a batch in one statement — with the move of their keys' fronts, in one transaction,
    * when some are events of ordered `keys`; returns how many `token` still held (the rest lost their lease).
+   * `heldNext`: how many of those keys move onto an event this claim holds (the next of a run), which
+   * becomes the front but not due, so it wakes no worker.
    */
-  async acknowledge(ids: string[], token: string, keys: string[] = []): Promise<number> {
+  async acknowledge(ids: string[], token: string, keys: string[] = [], heldNext = 0): Promise<number> {
     if (ids.length === 0) return 0;
-    return this.finish(acknowledgeStatement(this.dialect.flavor, this.table, ids, token), ids, keys);
+    return this.finish(acknowledgeStatement(this.dialect.flavor, this.table, ids, token), ids, keys, heldNext);
   }
 
   /**
@@ -221,11 +223,11 @@ export class OutboxStore implements OnModuleInit {
   }
 
   /** Runs an outcome; with `keys`, in one transaction with the move of their fronts (see `finishInOrder`). */
-  private async finish(outcome: Statement, ids: string[], keys: string[]): Promise<number> {
+  private async finish(outcome: Statement, ids: string[], keys: string[], heldNext = 0): Promise<number> {
     if (keys.length === 0) return (await this.executor.run(outcome)).affected;
     const f = this.dialect.flavor;
     const { affected, promoted } = await finishInOrder(this.executor, f, this.table, sortKeys(keys), outcome, ids);
-    if (promoted > 0) this.eventsMadeDue();
+    if (promoted > heldNext) this.eventsMadeDue();
     return affected;
   }
 

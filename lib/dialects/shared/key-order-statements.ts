@@ -92,6 +92,15 @@ export function promoteFrontsStatement(f: SqlFlavor, table: OutboxTable, keys: s
   );
 }
 
+/** Makes those of `ids` that wait claimable (they are their keys' new fronts). */
+export function promoteStatement(f: SqlFlavor, table: OutboxTable, ids: string[]): Statement {
+  const b = new StatementBuilder(f.placeholder);
+  const c = f.ident;
+  return b.statement(
+    `UPDATE ${f.byId(table)} SET ${c('status')} = 'pending' WHERE ${f.idIn(b.bind, ids)} AND ${c('status')} = 'waiting'`,
+  );
+}
+
 /** The keys among `keys` whose front is one of `ids`, with their front. */
 export function frontsAmongStatement(f: SqlFlavor, table: OutboxTable, keys: string[], ids: string[]): Statement {
   const b = new StatementBuilder(f.placeholder);

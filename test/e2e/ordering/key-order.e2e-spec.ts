@@ -368,6 +368,23 @@ describe.each(backends())('per-key order on %s', (backend) => {
     expect(attempts.filter(([, n]) => n !== 1)).toEqual([['r5', 2]]);
   });
 
+  it('wakes no worker as a run moves its key on to the next event the same claim holds', async () => {
+    const key = `quiet-${Date.now()}`;
+    const txs = Array.from({ length: 12 }, (_, i) => `q${i + 1}`);
+    await inTx(() => app.outbox.publishMany(txs.map((tx) => ({ topic: 'order.changed', payload: { tx }, key }))));
+    const spy = jest.spyOn(app.store, 'eventsMadeDue');
+    let wakeUps: number;
+    try {
+      await drainAll();
+      wakeUps = spy.mock.calls.length;
+    } finally {
+      spy.mockRestore();
+    }
+    expect(sink.seen.get(key)).toEqual(txs);
+    // Each of the 11 moves made an event the front that this claim had already taken: not due for anyone else.
+    expect(wakeUps).toBe(0);
+  });
+
   it('stops a run at a dead event: blocked behind it (block), or going on past it (skip)', async () => {
     const [blocked, skipped] = ['run-block', 'run-skip'].map((k) => `${k}-${Date.now()}`);
     await inTx(async () => {
