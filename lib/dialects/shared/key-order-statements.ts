@@ -82,13 +82,17 @@ export function moveFrontsStatement(f: SqlFlavor, table: OutboxTable, keys: stri
   );
 }
 
-/** Makes the fronts of `keys` that wait claimable; the count says whether any became due. */
+/**
+ * Makes the fronts of `keys` that wait claimable, where the move cannot return them (MySQL, whose
+ * multi-table UPDATE this is): from each key's row by its primary key to its front by the events'. An
+ * `IN (subquery)` form read the whole events table by primary key, locking every row, for each batch.
+ */
 export function promoteFrontsStatement(f: SqlFlavor, table: OutboxTable, keys: string[]): Statement {
   const b = new StatementBuilder(f.placeholder);
   const c = f.ident;
   return b.statement(
-    `UPDATE ${f.byId(table)} SET ${c('status')} = 'pending' WHERE ${c('status')} = 'waiting' AND ${c('id')} IN ` +
-      `(SELECT ${c('front_id')} FROM ${f.table(keysTableOf(table))} WHERE ${keyIn(f, b.bind, keys)})`,
+    `UPDATE ${f.table(keysTableOf(table))} k JOIN ${f.table(table)} e ON e.${c('id')} = k.${c('front_id')} ` +
+      `SET e.${c('status')} = 'pending' WHERE ${keyIn(f, b.bind, keys, 'k.')} AND e.${c('status')} = 'waiting'`,
   );
 }
 
