@@ -65,7 +65,7 @@ export class ClaimedBatch {
   async process(): Promise<number> {
     const { claim, scope, ctx } = this;
     ctx.recorder.claimed(claim, scope.total);
-    await ctx.recorder.skipDeadFronts(claim);
+    // Counted as unstarted before anything is awaited: the claiming run claims again only once they start.
     for (const event of claim.events) ctx.state.waiting.set(event.id, scope);
     const followers = [...claim.runs.values()].flat();
     for (const event of followers) ctx.state.waiting.set(event.id, scope);
@@ -75,6 +75,7 @@ export class ClaimedBatch {
       this.renewal = new LeaseRenewal(scope, this.claimedAt, leaseMs, ctx);
     }
     try {
+      await ctx.recorder.skipDeadFronts(claim);
       for (const row of claim.undecodable) await ctx.recorder.deadLetterUndecodable(row, scope);
       return await this.isolatingSuspects(claim.events);
     } finally {
