@@ -11,7 +11,7 @@ import {
   lockKeysStatement,
   moveFrontsStatement,
   PARAMETERS_PER_KEY,
-  promoteFrontsStatement,
+  frontsOfStatement,
   promoteStatement,
 } from '../dialects/shared/key-order-statements';
 import type { KeyPlace } from '../dialects/shared/insert-statement';
@@ -97,13 +97,16 @@ export async function moveFronts(
 ): Promise<number> {
   if (keys.length === 0 || finished.length === 0) return 0;
   const move = moveFrontsStatement(f, table, keys, finished);
-  if (!f.keyOrder.returning) {
-    await run(move);
-    return (await run(promoteFrontsStatement(f, table, keys))).affected;
+  let fronts: string[];
+  if (f.keyOrder.returning) {
+    // The move returns the keys' new fronts.
+    const { rows } = await run({ ...move, sql: f.keyOrder.returning(move.sql) });
+    fronts = rows.filter((row) => row.front_id !== null).map((row) => String(row.front_id));
+  } else {
+    if ((await run(move)).affected === 0) return 0;
+    fronts = (await run(frontsOfStatement(f, table, keys))).rows.map((row) => String(row.front_id));
   }
-  // Where the move returns the keys' new fronts, they are made claimable by id.
-  const { rows } = await run({ ...move, sql: f.keyOrder.returning(move.sql) });
-  const fronts = rows.filter((row) => row.front_id !== null).map((row) => String(row.front_id));
+  // Made claimable by id: those that wait (a front that did not move is pending already).
   return fronts.length === 0 ? 0 : (await run(promoteStatement(f, table, fronts))).affected;
 }
 

@@ -25,7 +25,7 @@ export const mysqlFlavor: SqlFlavor = {
    * producers' uncommitted inserts: a deadlock with the application's own transaction (seen in the fault
    * suite's starved-pool scenario). By primary key it locks exactly the rows it changes.
    */
-  byId: (table) => `${qt(table)} FORCE INDEX (PRIMARY)`,
+  byId: (table, alias) => `${qt(table)}${alias ? ` AS ${alias}` : ''} FORCE INDEX (PRIMARY)`,
   idIn: (bind, ids) => `\`id\` IN (${ids.map((id) => bind(id)).join(', ')})`,
   later: (bind, ms) => `DATE_ADD(${NOW}, INTERVAL ${bind(ms * 1000)} MICROSECOND)`,
   flag: (bind, value) => bind(value ? 1 : 0),

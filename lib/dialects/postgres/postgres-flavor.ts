@@ -21,7 +21,7 @@ export const postgresFlavor: SqlFlavor = {
     sql: 'SELECT n_live_tup AS "n" FROM pg_stat_user_tables WHERE relid = to_regclass($1)',
     params: [quoteTable(table)],
   }),
-  byId: quoteTable,
+  byId: (table, alias) => `${quoteTable(table)}${alias ? ` AS ${alias}` : ''}`,
   idIn: (bind, ids) => `"id" = ANY(${bind(ids)}::uuid[])`,
   later: (bind, ms) => `${NOW} + ${bind(ms)}::bigint * interval '1 millisecond'`,
   flag: (bind, value) => `${bind(value)}::boolean`,

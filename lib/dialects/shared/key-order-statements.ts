@@ -40,22 +40,22 @@ export function keyRowsStatement(f: SqlFlavor, table: OutboxTable, keys: string[
   const b = new StatementBuilder(f.placeholder);
   const c = f.ident;
   return b.statement(
-    `SELECT ${c('key')}, ${c('last_seq')}, ${c('front_id')} FROM ${f.table(keysTableOf(table))} ` +
+    `SELECT ${c('key')}, ${c('last_seq')}, ${c('front_id')} FROM ${f.byId(keysTableOf(table))} ` +
       `WHERE ${keyIn(f, b.bind, keys)}`,
   );
 }
 
 /**
  * Locks the rows of `keys`, in the order publishers lock them (so two transactions never wait for each
- * other's keys: see `sortKeys`), before
- * a front moves: the statements after it see every publisher of these keys that committed meanwhile.
- * Undefined where one writer at a time holds the whole database (SQLite).
+ * other's keys: see `sortKeys`), and no other row, before a front moves: the statements after it see
+ * every publisher of these keys that committed meanwhile. Undefined where one writer at a time holds
+ * the whole database (SQLite).
  */
 export function lockKeysStatement(f: SqlFlavor, table: OutboxTable, keys: string[]): Statement | undefined {
   if (f.forUpdate === '') return undefined;
   const b = new StatementBuilder(f.placeholder);
   return b.statement(
-    `SELECT ${f.ident('key')} FROM ${f.table(keysTableOf(table))} WHERE ${keyIn(f, b.bind, keys)} ` +
+    `SELECT ${f.ident('key')} FROM ${f.byId(keysTableOf(table))} WHERE ${keyIn(f, b.bind, keys)} ` +
       `ORDER BY ${f.keyOrder.byteOrder ?? f.ident('key')}${f.forUpdate}`,
   );
 }
@@ -76,23 +76,24 @@ export function moveFrontsStatement(f: SqlFlavor, table: OutboxTable, keys: stri
     `SELECT 1 FROM ${events} o WHERE o.${c('id')} = k.${c('front_id')} ` +
     `AND o.${c('status')} IN ('pending', 'waiting')`;
   return b.statement(
-    `UPDATE ${f.table(keysTableOf(table))} AS k SET ${c('front_id')} = (${next}) ` +
+    `UPDATE ${f.byId(keysTableOf(table), 'k')} SET ${c('front_id')} = (${next}) ` +
       `WHERE ${keyIn(f, b.bind, keys, 'k.')} AND k.${c('front_id')} IN (${list(b.bind, finished)}) ` +
       `AND NOT EXISTS (${open})`,
   );
 }
 
 /**
- * Makes the fronts of `keys` that wait claimable, where the move cannot return them (MySQL, whose
- * multi-table UPDATE this is): from each key's row by its primary key to its front by the events'. An
- * `IN (subquery)` form read the whole events table by primary key, locking every row, for each batch.
+ * The fronts of `keys`, where the move cannot return them (MySQL): a plain read of rows the transaction
+ * holds, made claimable by id with `promoteStatement`. One UPDATE joining the keys to their fronts read
+ * the keys' table whole on a table of few keys, waiting for the rows other transactions held: acks and
+ * publishers then deadlocked.
  */
-export function promoteFrontsStatement(f: SqlFlavor, table: OutboxTable, keys: string[]): Statement {
+export function frontsOfStatement(f: SqlFlavor, table: OutboxTable, keys: string[]): Statement {
   const b = new StatementBuilder(f.placeholder);
   const c = f.ident;
   return b.statement(
-    `UPDATE ${f.table(keysTableOf(table))} k JOIN ${f.table(table)} e ON e.${c('id')} = k.${c('front_id')} ` +
-      `SET e.${c('status')} = 'pending' WHERE ${keyIn(f, b.bind, keys, 'k.')} AND e.${c('status')} = 'waiting'`,
+    `SELECT ${c('front_id')} FROM ${f.byId(keysTableOf(table))} ` +
+      `WHERE ${keyIn(f, b.bind, keys)} AND ${c('front_id')} IS NOT NULL`,
   );
 }
 
@@ -110,7 +111,7 @@ export function frontsAmongStatement(f: SqlFlavor, table: OutboxTable, keys: str
   const b = new StatementBuilder(f.placeholder);
   const c = f.ident;
   return b.statement(
-    `SELECT ${c('key')}, ${c('front_id')} FROM ${f.table(keysTableOf(table))} ` +
+    `SELECT ${c('key')}, ${c('front_id')} FROM ${f.byId(keysTableOf(table))} ` +
       `WHERE ${keyIn(f, b.bind, keys)} AND ${c('front_id')} IN (${list(b.bind, ids)})`,
   );
 }

@@ -241,8 +241,12 @@ export interface SqlFlavor {
    * slower than a scan when rows did not finish in the order they were written).
    */
   readonly inTableOrder?: string;
-  /** The table as a write by id names it (MySQL's reads its primary key, see mysql.dialect.ts). */
-  byId: (table: OutboxTable) => string;
+  /**
+   * The table, named `alias` if given, as a statement that finds its rows by primary key names it:
+   * MySQL's is told to read its primary key (see mysql.dialect.ts; on a small table its optimizer may
+   * scan instead, and a locking scan waits for every row another transaction holds).
+   */
+  byId: (table: OutboxTable, alias?: string) => string;
   /** The condition that `id` is one of `ids`: one array parameter where the database has arrays, else a list. */
   idIn: (bind: Bind, ids: string[]) => string;
   /** The database clock `ms` milliseconds after `now`. */

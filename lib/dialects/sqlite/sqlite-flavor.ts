@@ -28,7 +28,7 @@ export const sqliteFlavor: SqlFlavor = {
   // SQLite keeps no row estimate; counting reads its smallest index (about 35 ms per million rows).
   rowEstimate: (table) => ({ sql: `SELECT COUNT(*) AS "n" FROM ${quoteTable(table)}`, params: [] }),
   inTableOrder: ' NOT INDEXED',
-  byId: quoteTable,
+  byId: (table, alias) => `${quoteTable(table)}${alias ? ` AS ${alias}` : ''}`,
   idIn: (bind, ids) => `"id" IN (${ids.map((id) => bind(id)).join(', ')})`,
   later: (bind, ms) => nowPlus(bind(sqliteOffset(ms))),
   flag: (bind, value) => bind(value ? 1 : 0),

@@ -118,4 +118,55 @@ onMariadb('the worker’s writes under InnoDB row locks on MariaDB', ({ admin, d
     }
     expect(shortfalls).toEqual([]);
   });
+
+  describe('per-key order', () => {
+    const ordered = { ordering: [{ topic: 'ordered.*' }] };
+    /** Settles `write` while another transaction holds what it must not wait for. */
+    async function settlesWhileHeld<T>(write: () => Promise<T>, what: string): Promise<T> {
+      let settled = false;
+      const done = write().finally(() => (settled = true));
+      await eventually(() => settled, 10_000, what);
+      return done;
+    }
+
+    it('an acknowledgement locks only its own keys: a publisher holding another key of a small keys table blocks none of it', async () => {
+      // 200 keys, two events each; a claim of 100 fronts. On a keys table this small the promotion of the
+      // new fronts, one UPDATE joining keys to events, read the keys' table whole and waited for every row
+      // another transaction held: acknowledgements and publishers deadlocked (stop 32's CI).
+      app = disposeAfter(await createTestApp({ backend: 'mariadb', outbox: ordered }));
+      const key = (n: number) => `k-${n % 200}`;
+      await app.txHost.withTransaction(() =>
+        app.outbox.publishMany(
+          Array.from({ length: 400 }, (_, n) => ({ topic: 'ordered.placed', payload: { n }, key: key(n) })),
+        ),
+      );
+      const claim = await app.store.claim({ batchSize: 100, leaseMs: 60_000, maxAttempts: 5 });
+      const claimedKeys = new Set(claim.events.map((e) => e.key!));
+      expect(claimedKeys.size).toBe(100);
+      const other = Array.from({ length: 200 }, (_, n) => key(n)).find((k) => !claimedKeys.has(k))!;
+
+      const publisher = await rawDb('mariadb');
+      try {
+        await publisher.query('START TRANSACTION');
+        await publisher.query(`SELECT "key" FROM "${app.table}_keys" WHERE "key" = ? FOR UPDATE`, [other]);
+        const acknowledged = await settlesWhileHeld(
+          () =>
+            app.store.acknowledge(
+              claim.events.map((e) => e.id),
+              claim.token,
+              [...claimedKeys],
+            ),
+          'the acknowledgement to finish while the publisher holds another key',
+        );
+        expect(acknowledged).toBe(100);
+      } finally {
+        await publisher.query('ROLLBACK');
+        await publisher.close();
+      }
+      // Each claimed key moved on to its second event, now claimable; the other keys kept their fronts.
+      const rows = await outboxRows(app);
+      const byStatus = (status: string) => rows.filter((r) => r.status === status).length;
+      expect([byStatus('delivered'), byStatus('pending'), byStatus('waiting')]).toEqual([100, 200, 100]);
+    });
+  });
 });
