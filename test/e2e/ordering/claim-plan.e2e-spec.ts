@@ -1,5 +1,9 @@
 import { OutboxOperations } from '../../../lib';
-import { followersStatement, frontsOfStatement, lockKeysStatement } from '../../../lib/dialects/shared/key-order-statements';
+import {
+  followersStatement,
+  frontsOfStatement,
+  lockKeysStatement,
+} from '../../../lib/dialects/shared/key-order-statements';
 import { describeEachServer } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
