@@ -406,6 +406,22 @@ describe.each(backends())('per-key order on %s', (backend) => {
     expect((await outboxRows(app)).filter((r) => r.key === blocked && r.claim_token !== null)).toEqual([]);
   });
 
+  it('fails a key’s events that nothing handles as any other failure: its head dies and blocks the key, and drains end', async () => {
+    const key = `unhandled-${Date.now()}`;
+    await inTx(async () => {
+      for (const n of [1, 2, 3]) await publish('order.unhandled', key, `u${n}`);
+    });
+    await drainAll();
+    expect(await rowsOf(key)).toEqual([
+      { tx: 'u1', status: 'dead' },
+      { tx: 'u2', status: 'waiting' },
+      { tx: 'u3', status: 'waiting' },
+    ]);
+    const [blocked] = (await app.module.get(OutboxOperations).blockedKeys()).filter((k) => k.key === key);
+    expect(blocked).toMatchObject({ attempts: 2, waiting: 2 });
+    expect(blocked.error).toContain('no handler or route for topic "order.unhandled"');
+  });
+
   it('rolls back a key’s numbers with the transaction that took them', async () => {
     const key = `rb-${Date.now()}`;
     const failed = deferred();
