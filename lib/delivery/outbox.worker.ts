@@ -186,7 +186,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
    * took enough; the deliveries go on after it returns. Returns how many rows its claims took.
    */
   private async claimUntil(total: OutboxDrainResult, done: (claimed: number) => boolean): Promise<number> {
-    const { batchSize, leaseMs } = this.options.worker;
+    const { batchSize, leaseMs, concurrency: lanes } = this.options.worker;
     const { maxAttempts } = this.options.retry;
     let taken = 0;
     while (await this.roomToClaim()) {
@@ -194,7 +194,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       try {
         // What this worker runs is never taken back by it, even after a stall outlived its lease.
         const heldTokens = [...this.batches.keys()].map((batch) => batch.token);
-        claim = await this.store.claim({ batchSize, leaseMs, maxAttempts, heldTokens });
+        claim = await this.store.claim({ batchSize, leaseMs, maxAttempts, heldTokens, lanes });
       } catch (error) {
         this.logger.error(`Outbox claim failed; will retry at the next poll: ${describeError(error)}`);
         break;

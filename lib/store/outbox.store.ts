@@ -169,7 +169,7 @@ export class OutboxStore implements OnModuleInit {
     claim.events.sort(byDueTime);
     const fronts = claim.events.filter((e) => e.seq !== null).map((e) => ({ id: e.id, key: e.key!, seq: e.seq! }));
     const budget = args.batchSize - rows.length;
-    if (fronts.length > 0 && budget > 0) {
+    if (fronts.length > 0 && budget > 0 && fronts.length < (args.lanes ?? Infinity)) {
       const f = this.dialect.flavor;
       const runs = await takeFollowers(this.executor, f, this.table, { ...args, token }, fronts, budget);
       for (const [front, followers] of runs) claim.runs.set(front, decodedRun(followers));

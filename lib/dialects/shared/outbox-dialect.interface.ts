@@ -188,6 +188,13 @@ export interface ClaimArgs {
    * not taken back, even with its lease run out (the worker stalled, or waited for a connection).
    */
   heldTokens?: readonly string[];
+  /**
+   * The claiming worker's lanes (per-key order): a claim that finds fewer keys' fronts than this takes
+   * runs behind them, for the lanes the fronts leave idle; one that finds as many or more takes none,
+   * since each step of a run is an acknowledgement of its own while fronts are acknowledged together.
+   * Runs whatever it finds when undefined.
+   */
+  lanes?: number;
 }
 
 export interface RenewalArgs {

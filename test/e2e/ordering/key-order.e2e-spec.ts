@@ -368,6 +368,40 @@ describe.each(backends())('per-key order on %s', (backend) => {
     expect(attempts.filter(([, n]) => n !== 1)).toEqual([['r5', 2]]);
   });
 
+  it('takes runs only for lanes a claim’s fronts leave idle: with as many keys as lanes, fronts alone', async () => {
+    const keys = [1, 2, 3, 4].map((n) => `lanes-${n}-${Date.now()}`);
+    await inTx(() =>
+      app.outbox.publishMany(
+        keys.flatMap((key) => [1, 2, 3].map((n) => ({ topic: 'order.changed', payload: { tx: `l${n}` }, key }))),
+      ),
+    );
+    const args = { batchSize: 50, leaseMs: 60_000, maxAttempts: 5 };
+    const busy = await app.store.claim({ ...args, lanes: 4 });
+    expect(busy.events.map((e) => e.key).sort()).toEqual([...keys].sort());
+    expect(busy.runs.size).toBe(0);
+    expect(
+      await app.store.releaseMany(
+        busy.events.map((e) => e.id),
+        busy.token,
+        true,
+      ),
+    ).toBe(4);
+
+    const spare = await app.store.claim({ ...args, lanes: 5 });
+    expect(spare.events).toHaveLength(4);
+    const runs = spare.events.map((e) => (spare.runs.get(e.id) ?? []).map((r) => [r.key, (r.payload as Step).tx]));
+    expect(runs).toEqual(
+      spare.events.map((e) => [
+        [e.key, 'l2'],
+        [e.key, 'l3'],
+      ]),
+    );
+    const held = [...spare.events, ...[...spare.runs.values()].flat()].map((e) => e.id);
+    expect(await app.store.releaseMany(held, spare.token, true)).toBe(12);
+    await drainAll();
+    for (const key of keys) expect(sink.seen.get(key)).toEqual(['l1', 'l2', 'l3']);
+  });
+
   it('wakes no worker as a run moves its key on to the next event the same claim holds', async () => {
     const key = `quiet-${Date.now()}`;
     const txs = Array.from({ length: 12 }, (_, i) => `q${i + 1}`);
