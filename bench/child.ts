@@ -5,6 +5,9 @@
  *  relay-drain <db> <table> <batch>  the minimal relay (relay.ts) on its own table, same protocol
  *  lib-listen <db> <table> <batch> [redis] a Nest app whose worker polls (default interval) and is woken by the database's
  *                                    channel, or by Redis; prints "R <id> <ms>" per event, "S" when a slow handler starts
+ *  lib-run <db> <table> <batch>      a Nest app whose worker runs as in production (polls every 100 ms, woken by the
+ *                                    database's channel where it has one); prints "C <count> <ms of the last>" as it
+ *                                    delivers, at most every 20 ms; stops on "go"
  *  lib-memory <db> <table> <batch> <total>  drains like lib-drain, printing RSS before, at each quarter, and after (run with --expose-gc)
  *  raw-memory <db> <table> <batch> <total>  the same with the hand-written drain loop: the baseline of what Node and the driver take
  * With OUTBOX_BENCH_ORDERED=1 the library's modes order the bench topic per key (bench/ordered.ts).
@@ -94,17 +97,37 @@ async function main() {
     return;
   }
   const listen = mode === 'lib-listen';
+  const running = mode === 'lib-run';
   const app = await libraryApp(
     db,
     table,
     {
-      worker: { enabled: listen, batchSize: batch, concurrency: 10 },
+      worker: {
+        enabled: listen || running,
+        batchSize: batch,
+        concurrency: 10,
+        ...(running ? { pollIntervalMs: 100 } : {}),
+      },
       ...wakeUpOption(listen ? process.argv[6] : undefined),
       ...(process.env.OUTBOX_BENCH_ORDERED === '1' ? BENCH_ORDERING : {}),
     },
     4,
   );
   const sink = app.get(Sink);
+  if (running) {
+    let last = 0;
+    let reported = 0;
+    sink.onReceive = () => (last = Date.now());
+    const report = setInterval(() => {
+      if (sink.count !== reported) out(`C ${(reported = sink.count)} ${last}`);
+    }, 20);
+    out('READY');
+    createInterface({ input: process.stdin }).once('line', () => {
+      clearInterval(report);
+      void app.close().then(() => process.exit(0));
+    });
+    return;
+  }
   if (listen) {
     sink.onReceive = (m) => out(`R ${m.id} ${Date.now()}`);
     sink.onSlow = () => out('S');

@@ -10,16 +10,25 @@ import { libraryApp, type Db } from './env';
 /** The ordering option of every ordered bench app and worker. */
 export const BENCH_ORDERING = { ordering: [{ topic: 'bench.event' }] };
 
-/** Publishes `count` events of the bench topic through the library, 1,000 per transaction, event n keyed `k<n mod keys>`. */
-export async function fillOrdered(db: Db, table: string, count: number, keys: number): Promise<void> {
+/**
+ * Publishes `count` events of the bench topic through the library, `perTransaction` per transaction,
+ * event n keyed `k<n mod keys>` (with no key without `keys`).
+ */
+export async function fillOrdered(
+  db: Db,
+  table: string,
+  count: number,
+  keys: number | undefined,
+  perTransaction = 1000,
+): Promise<void> {
   const app = await libraryApp(db, table, { worker: { enabled: false }, ...BENCH_ORDERING }, 2);
   const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
   const outbox = app.get(OutboxService);
-  for (let done = 0; done < count; done += 1000) {
-    const items = Array.from({ length: Math.min(1000, count - done) }, (_, i) => ({
+  for (let done = 0; done < count; done += perTransaction) {
+    const items = Array.from({ length: Math.min(perTransaction, count - done) }, (_, i) => ({
       topic: 'bench.event',
       payload: { n: 1 },
-      key: `k${(done + i) % keys}`,
+      key: keys === undefined ? undefined : `k${(done + i) % keys}`,
     }));
     await tx.withTransaction(() => outbox.publishMany(items));
   }

@@ -87,6 +87,8 @@ interface Child {
   onLine: (listener: (line: string) => void) => void;
   go(): void;
   result: Promise<Record<string, number>>;
+  /** Resolves when the process has ended, however it ended. */
+  exited: Promise<void>;
   kill(): void;
 }
 
@@ -126,6 +128,7 @@ function child(args: string[], nodeArgs: string[] = [], env: Record<string, stri
     onLine: (l) => listeners.push(l),
     go: () => proc.stdin.write('go\n'),
     result,
+    exited: new Promise((resolve) => proc.once('exit', () => resolve())),
     kill: () => proc.kill('SIGKILL'),
   };
 }
@@ -237,6 +240,59 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
 }
 
 /**
+ * Events per second of `workers` scheduled workers (bench/child.ts lib-run) draining `SIZES.drainEvents`
+ * events committed at once, while they run: from the commit to the last delivery; exactly once,
+ * checked. With `keys`, ordered per key (event n on key n mod keys). A `drain()` per process, as (b)
+ * measures, ends a worker at its first empty claim: ordered, that is as soon as the other workers hold
+ * every key's front, and the drain ran on fewer workers than it was given.
+ */
+async function runningDrain(db: Db, workers: number, batch: number, keys?: number) {
+  const r = await raw(db, 2);
+  await createTables(db, r, TABLE);
+  const env: Record<string, string> = keys ? { OUTBOX_BENCH_ORDERED: '1' } : {};
+  const children = Array.from({ length: workers }, () => child(['lib-run', db, TABLE, String(batch)], NODE_ARGS, env));
+  await Promise.all(children.map((c) => c.ready));
+  const counts = children.map(() => ({ count: 0, last: 0 }));
+  const total = SIZES.drainEvents;
+  let finished!: () => void;
+  const allDelivered = new Promise<void>((resolve) => (finished = resolve));
+  children.forEach((c, i) =>
+    c.onLine((line) => {
+      const [tag, count, last] = line.split(' ');
+      if (tag !== 'C') return;
+      counts[i] = { count: Number(count), last: Number(last) };
+      if (counts.reduce((sum, x) => sum + x.count, 0) >= total) finished();
+    }),
+  );
+  await fillOrdered(db, TABLE, total, keys, total);
+  const committed = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      for (const c of children) c.kill();
+      reject(new Error(`${db} running drain: ${JSON.stringify(counts)} after 10 minutes, of ${total}`));
+    }, 600_000);
+  });
+  await Promise.race([allDelivered, stalled]).finally(() => clearTimeout(timer));
+  const ms = Math.max(...counts.map((x) => x.last)) - committed;
+  for (const c of children) c.go();
+  await Promise.all(children.map((c) => c.exited));
+  const delivered = counts.reduce((sum, x) => sum + x.count, 0);
+  const n = Number(
+    (
+      await r.query(
+        `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
+      )
+    ).rows[0].n,
+  );
+  await r.close();
+  if (delivered !== total || n !== total) {
+    throw new Error(`${db} running drain: ${delivered} handled, ${n} delivered once, of ${total}`);
+  }
+  return { eventsPerSecond: total / (ms / 1000), exactlyOnce: true };
+}
+
+/**
  * (f) Per-key order: each case of ORDERED_TARGETS drained ordered and unordered by the library, rounds
  * interleaved; and the enqueue of a business row with an ordered event on one of 100 keys, against the
  * same with an unordered event and with none.
@@ -247,8 +303,8 @@ async function ordered(db: Db): Promise<OrderedResult> {
     const [, workers, batch, keys] = /^(\d+)w_b(\d+)_(\d+)keys?$/.exec(name)!.map(Number);
     const samples = { ordered: [] as number[], unordered: [] as number[] };
     for (let round = 0; round < DRAIN_ROUNDS; round++) {
-      samples.unordered.push((await drain(db, 'lib', workers, batch)).eventsPerSecond);
-      samples.ordered.push((await drain(db, 'lib', workers, batch, keys)).eventsPerSecond);
+      samples.unordered.push((await runningDrain(db, workers, batch)).eventsPerSecond);
+      samples.ordered.push((await runningDrain(db, workers, batch, keys)).eventsPerSecond);
     }
     result.drain[name] = median(samples.ordered);
     result.drain[`${name}_unordered`] = median(samples.unordered);
