@@ -183,17 +183,9 @@ export interface ClaimArgs {
   token: string;
   leaseMs: number;
   maxAttempts: number;
-  /**
-   * The tokens of the claims the claiming worker is still delivering: a row that still carries one is
-   * not taken back, even with its lease run out (the worker stalled, or waited for a connection).
-   */
+  /** Tokens of the worker's claims still running: their rows are not taken back, even past their lease. */
   heldTokens?: readonly string[];
-  /**
-   * The claiming worker's lanes (per-key order): a claim that finds fewer keys' fronts than this takes
-   * runs behind them, for the lanes the fronts leave idle; one that finds as many or more takes none,
-   * since each step of a run is an acknowledgement of its own while fronts are acknowledged together.
-   * Runs whatever it finds when undefined.
-   */
+  /** The worker's lanes: runs (per-key order) only behind fewer fronts than this (any number when undefined). */
   lanes?: number;
 }
 
@@ -248,11 +240,7 @@ export interface SqlFlavor {
    * slower than a scan when rows did not finish in the order they were written).
    */
   readonly inTableOrder?: string;
-  /**
-   * The table, named `alias` if given, as a statement that finds its rows by primary key names it:
-   * MySQL's is told to read its primary key (see mysql.dialect.ts; on a small table its optimizer may
-   * scan instead, and a locking scan waits for every row another transaction holds).
-   */
+  /** The table (as `alias`) where rows are found by primary key: MySQL's by force (see mysql.dialect.ts). */
   byId: (table: OutboxTable, alias?: string) => string;
   /** The condition that `id` is one of `ids`: one array parameter where the database has arrays, else a list. */
   idIn: (bind: Bind, ids: string[]) => string;
