@@ -196,6 +196,12 @@ async function enqueue(db: Db) {
   };
 }
 
+/** The bench table's events delivered at their first attempt. */
+async function deliveredOnce(db: Db, r: Raw): Promise<number> {
+  const sql = `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`;
+  return Number((await r.query(sql)).rows[0].n);
+}
+
 /**
  * (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. With
  * `keys`, the library's events are ordered per key (published by the library, event n on key n mod keys).
@@ -221,16 +227,7 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
     return Promise.all(children.map((c) => c.result));
   });
   const delivered = value.reduce((sum, v) => sum + v.delivered, 0);
-  const n =
-    impl === 'relay'
-      ? await relayDelivered(db, r, TABLE)
-      : Number(
-          (
-            await r.query(
-              `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
-            )
-          ).rows[0].n,
-        );
+  const n = impl === 'relay' ? await relayDelivered(db, r, TABLE) : await deliveredOnce(db, r);
   if (impl === 'relay') await dropRelayTable(db, r, TABLE);
   await r.close();
   const exactlyOnce = delivered === SIZES.drainEvents && n === SIZES.drainEvents;
@@ -278,13 +275,7 @@ async function runningDrain(db: Db, workers: number, batch: number, keys?: numbe
   for (const c of children) c.go();
   await Promise.all(children.map((c) => c.exited));
   const delivered = counts.reduce((sum, x) => sum + x.count, 0);
-  const n = Number(
-    (
-      await r.query(
-        `SELECT count(*) AS ${q(db, 'n')} FROM ${q(db, TABLE)} WHERE ${q(db, 'status')} = 'delivered' AND ${q(db, 'attempts')} = 1`,
-      )
-    ).rows[0].n,
-  );
+  const n = await deliveredOnce(db, r);
   await r.close();
   if (delivered !== total || n !== total) {
     throw new Error(`${db} running drain: ${delivered} handled, ${n} delivered once, of ${total}`);
