@@ -1,5 +1,6 @@
 import type { SqlFlavor } from '../shared/outbox-dialect.interface';
 import { ATTEMPT_LOG_SIZE } from '../shared/attempt-log';
+import { indexNames } from '../shared/dialect.util';
 import { COLUMNS, NOW, q, qt, utcDatetime, utcText } from './mysql-sql';
 
 export const mysqlFlavor: SqlFlavor = {
@@ -51,6 +52,9 @@ export const mysqlFlavor: SqlFlavor = {
   // VALUES() rather than MySQL 8's row alias, which MariaDB does not know; front_id first, as assigned in order.
   keyOrder: {
     deleteLimit: true,
+    // MariaDB's planner, its statistics refreshed mid-drain, read a key's next event by scanning every
+    // event: a front's move went from 0.2 ms to seconds (bench, 1,000 keys).
+    byKey: (table, alias) => `${qt(table)} AS ${alias} FORCE INDEX (${q(indexNames(table.name).order)})`,
     upsert:
       ' ON DUPLICATE KEY UPDATE `front_id` = COALESCE(`front_id`, VALUES(`front_id`)), ' +
       '`last_seq` = `last_seq` + VALUES(`last_seq`)',

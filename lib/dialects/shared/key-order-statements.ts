@@ -70,7 +70,7 @@ export function moveFrontsStatement(f: SqlFlavor, table: OutboxTable, keys: stri
   const c = f.ident;
   const events = f.table(table);
   const next =
-    `SELECT e.${c('id')} FROM ${events} e WHERE e.${c('key')} = k.${c('key')} AND e.${c('status')} = 'waiting' ` +
+    `SELECT e.${c('id')} FROM ${byKey(f, table, 'e')} WHERE e.${c('key')} = k.${c('key')} AND e.${c('status')} = 'waiting' ` +
     `ORDER BY e.${c('seq')} LIMIT 1`;
   const open =
     `SELECT 1 FROM ${events} o WHERE o.${c('id')} = k.${c('front_id')} ` +
@@ -150,7 +150,7 @@ export function blockedKeysStatement(f: SqlFlavor, table: OutboxTable, limit: nu
     `FROM ${events} e JOIN ${f.table(keysTableOf(table))} k ON k.${c('key')} = e.${c('key')} ` +
     `AND k.${c('front_id')} = e.${c('id')} WHERE e.${c('status')} = 'dead'`;
   if (limit === 'count') return b.statement(`SELECT COUNT(*) AS ${c('n')} ${from}`);
-  const waiting = `SELECT COUNT(*) FROM ${events} w WHERE w.${c('key')} = e.${c('key')} AND w.${c('status')} = 'waiting'`;
+  const waiting = `SELECT COUNT(*) FROM ${byKey(f, table, 'w')} WHERE w.${c('key')} = e.${c('key')} AND w.${c('status')} = 'waiting'`;
   return b.statement(
     `SELECT e.${c('key')}, e.${c('id')}, e.${c('topic')}, e.${c('attempts')}, e.${c('last_error')}, e.${c('note')}, ` +
       `${f.timeText(`e.${c('processed_at')}`)} AS ${c('processed_at')}, (${waiting}) AS ${c('waiting')} ${from} ` +
@@ -212,7 +212,7 @@ export function followersStatement(
   const c = f.ident;
   return b.statement(
     `SELECT ${c('id')}, ${c('attempts')}, CASE WHEN ${c('available_at')} <= ${f.now} THEN 1 ELSE 0 END AS ${c('ready')} ` +
-      `FROM ${f.table(table)} WHERE ${c('key')} = ${b.bind(key)} AND ${c('status')} = 'waiting' ` +
+      `FROM ${byKey(f, table, 'e')} WHERE ${c('key')} = ${b.bind(key)} AND ${c('status')} = 'waiting' ` +
       `AND ${c('seq')} > ${b.bind(afterSeq)} ORDER BY ${c('seq')} LIMIT ${b.bind(limit)}${f.forUpdate}`,
   );
 }
@@ -242,6 +242,11 @@ export function takeFollowersStatement(
 export function claimedRowsStatement(f: SqlFlavor, table: OutboxTable, ids: string[]): Statement {
   const b = new StatementBuilder(f.placeholder);
   return b.statement(`SELECT ${f.columns} FROM ${f.byId(table)} WHERE ${f.idIn(b.bind, ids)}`);
+}
+
+/** The events as `alias`, read by key through the key-order index. */
+function byKey(f: SqlFlavor, table: OutboxTable, alias: string): string {
+  return f.keyOrder.byKey ? f.keyOrder.byKey(table, alias) : `${f.table(table)} ${alias}`;
 }
 
 function keyIn(f: SqlFlavor, bind: Bind, keys: string[], alias = ''): string {

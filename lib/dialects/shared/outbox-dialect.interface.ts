@@ -269,10 +269,7 @@ export interface SqlFlavor {
 export interface KeyOrderSql {
   /** The keys' table as the upsert inserts into it (PostgreSQL names it `k`, for the upsert's SET). */
   readonly into?: (table: string) => string;
-  /**
-   * After the keys' values: an existing key adds the new count to `last_seq` and keeps its `front_id`,
-   * or takes the new one when it has none.
-   */
+  /** After the keys' values: a key adds the count to `last_seq`, keeps its `front_id` or takes the new one. */
   readonly upsert: string;
   /** The keys in the byte order of their UTF-8, where the column's collation may order them otherwise. */
   readonly byteOrder?: string;
@@ -280,6 +277,8 @@ export interface KeyOrderSql {
   readonly deleteLimit?: boolean;
   /** The upsert made to return the keys' rows (key, last_seq, front_id); absent where it cannot. */
   readonly returning?: (upsert: string) => string;
+  /** The events (as `alias`) read by key through the key-order index, where a planner may scan them all (MySQL). */
+  readonly byKey?: (table: OutboxTable, alias: string) => string;
 }
 
 /** Operations: statements built from filters, by one builder, through the database's flavor of SQL. */

@@ -3,6 +3,7 @@ import {
   followersStatement,
   frontsOfStatement,
   lockKeysStatement,
+  moveFrontsStatement,
 } from '../../../lib/dialects/shared/key-order-statements';
 import { describeEachServer } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
@@ -75,7 +76,7 @@ async function explain(app: TestApp, sql: string, params: unknown[]) {
     const rows = await app.raw.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params);
     return { text: rows.map((r) => r['QUERY PLAN']).join('\n'), rows: [] };
   }
-  const rows = await app.raw.query<{ type: string; key: string | null; Extra: string | null }>(
+  const rows = await app.raw.query<{ table: string; type: string; key: string | null; Extra: string | null }>(
     `EXPLAIN ${sql}`,
     params,
   );
@@ -99,6 +100,13 @@ describeEachServer('the claim query plan with blocked keys on %s', (backend) => 
     const followers = followersStatement(dialect.flavor, table, 'k77', 1, 50);
     const claimPlan = await explain(app, claim.sql, claim.params);
     const followersPlan = await explain(app, followers.sql, followers.params);
+    const move = moveFrontsStatement(
+      dialect.flavor,
+      table,
+      ['k77', 'k78'],
+      ['0000004d-0000-4000-8000-000000000001', '0000004e-0000-4000-8000-000000000001'],
+    );
+    const movePlan = await explain(app, move.sql, move.params);
     const claimIndex = `${app.table}_claim_idx`;
     const orderIndex = `${app.table}_order_idx`;
     if (backend === 'postgres') {
@@ -106,12 +114,17 @@ describeEachServer('the claim query plan with blocked keys on %s', (backend) => 
       expect(claimPlan.text).not.toMatch(/Seq Scan|Sort/);
       expect(followersPlan.text).toContain(`Index Scan using ${orderIndex}`);
       expect(followersPlan.text).not.toMatch(/Seq Scan|Sort/);
+      expect(movePlan.text).toContain(`Index Scan using ${orderIndex}`);
+      expect(movePlan.text).not.toMatch(/Seq Scan|Sort/);
     } else {
       expect(claimPlan.rows[0]).toMatchObject({ key: claimIndex });
       expect(claimPlan.rows[0].type).not.toBe('ALL');
       expect(claimPlan.rows[0].Extra ?? '').not.toMatch(/filesort/i);
       expect(followersPlan.rows[0]).toMatchObject({ key: orderIndex });
       expect(followersPlan.rows[0].Extra ?? '').not.toMatch(/filesort/i);
+      // A front's move reads each key's next event from the order index (left to itself, MariaDB's planner
+      // read every event for each key once its statistics were refreshed mid-drain).
+      expect(movePlan.rows.find((r) => r.table === 'e')).toMatchObject({ key: orderIndex });
       // An acknowledgement locks its keys' rows and reads their new fronts by primary key, never through
       // the whole keys' table (a scan waits for every row other transactions hold).
       for (const statement of [
