@@ -156,6 +156,37 @@ describe.each(backends())('per-key order on %s', (backend) => {
     expect(await keyRow()).toMatchObject({ front_id: null });
   });
 
+  it('numbers interleaved keys of one publishMany in publish order, in one insert or in several', async () => {
+    // 9,000 events: more than one insert takes (its bound parameters), so the rows go in several.
+    for (const count of [4, 9_000]) {
+      const keys = [`i-a-${count}-${Date.now()}`, `i-b-${count}-${Date.now()}`];
+      const items = Array.from({ length: count }, (_, n) => ({
+        topic: 'order.changed',
+        payload: { tx: `${keys[n % 2]}/${n}` },
+        key: keys[n % 2],
+      }));
+      await inTx(() => app.outbox.publishMany(items));
+      const rows = await outboxRows(app);
+      for (const [k, key] of keys.entries()) {
+        const mine = rows.filter((r) => r.key === key).sort((a, b) => Number(a.seq) - Number(b.seq));
+        const published = items.flatMap((item, n) => (n % 2 === k ? [item.payload.tx] : []));
+        expect(mine.map(txOf)).toEqual(published);
+        expect(mine.map((r) => Number(r.seq))).toEqual(published.map((_, n) => n + 1));
+        expect(mine.map((r) => r.status)).toEqual(published.map((_, n) => (n === 0 ? 'pending' : 'waiting')));
+        const [keyRow] = await app.raw.query<{ last_seq: unknown; front_id: string }>(
+          app.sql(`SELECT "last_seq", "front_id" FROM "${app.table}_keys" WHERE "key" = ?`),
+          [key],
+        );
+        expect({ last: Number(keyRow.last_seq), front: keyRow.front_id }).toEqual({
+          last: count / 2,
+          front: mine[0].id,
+        });
+      }
+      await app.raw.query(app.sql(`DELETE FROM "${app.table}" WHERE "key" IN (?, ?)`), keys);
+      await app.raw.query(app.sql(`DELETE FROM "${app.table}_keys" WHERE "key" IN (?, ?)`), keys);
+    }
+  });
+
   it('delivers each key’s events in the order their transactions committed, one at a time, with no gap', async () => {
     const keys = ['c-1', 'c-2', 'c-3'].map((k) => `${k}-${Date.now()}`);
     for (const key of keys) {
