@@ -15,6 +15,7 @@ import {
   promoteStatement,
 } from '../dialects/shared/key-order-statements';
 import type { KeyPlace } from '../dialects/shared/insert-statement';
+import type { KeyClaim } from '../dialects/shared/key-order-statements';
 import type {
   OutboxDialect,
   SqlExecutor,
@@ -67,8 +68,11 @@ export async function placeInKeys(
   for (let i = 0; i < keys.length; i += perStatement) {
     const chunk = keys.slice(i, i + perStatement);
     const claims = chunk.map((key) => ({ key, count: byKey.get(key)!.length, firstId: byKey.get(key)![0].id }));
-    let { rows: stored } = await run(claimKeysStatement(f, table, claims));
-    if (!f.keyOrder.returning) ({ rows: stored } = await run(keyRowsStatement(f, table, chunk)));
+    const one = chunk.length === 1 && f.keyOrder.reportOne !== undefined;
+    const upserted = await run(claimKeysStatement(f, table, claims, one));
+    const stored =
+      (one ? reportedRows(claims[0], upserted.insertId) : undefined) ??
+      (f.keyOrder.returning ? upserted.rows : (await run(keyRowsStatement(f, table, chunk))).rows);
     for (const row of stored) {
       const placed = byKey.get(String(row.key));
       if (!placed) continue;
@@ -81,6 +85,16 @@ export async function placeInKeys(
   if (unplaced) {
     throw new Error(`the outbox could not read back the order of key "${unplaced.event.key}" after writing it`);
   }
+}
+
+/**
+ * The row of one key as its upsert reported it (`keyOrder.reportOne`): none reported is a new row; else
+ * its last number, and its front where the key had none. Undefined where the driver reports no id.
+ */
+function reportedRows(claim: KeyClaim, insertId: number | undefined): Record<string, unknown>[] | undefined {
+  if (insertId === undefined) return undefined;
+  if (insertId === 0) return [{ key: claim.key, last_seq: claim.count, front_id: claim.firstId }];
+  return [{ key: claim.key, last_seq: Math.floor(insertId / 2), front_id: insertId % 2 === 1 ? claim.firstId : null }];
 }
 
 /**

@@ -15,10 +15,13 @@ export async function queryOn(runner: QueryRunner, statement: Statement): Promis
   const result = (await runner.query(statement.sql, statement.params, true)) as {
     records?: unknown;
     affected?: number;
+    raw?: { insertId?: unknown };
   };
+  const insertId = result.raw?.insertId;
   return {
     rows: Array.isArray(result.records) ? (result.records as Record<string, unknown>[]) : [],
     affected: result.affected ?? 0,
+    ...(typeof insertId === 'number' ? { insertId } : {}),
   };
 }
 

@@ -24,14 +24,14 @@ export interface KeyClaim {
  * that locks each key's row to the caller's commit (so a key's numbers follow commit order). Returns the
  * keys' rows (key, last_seq, front_id) where the database can; else read them with `keyRows`.
  */
-export function claimKeysStatement(f: SqlFlavor, table: OutboxTable, claims: KeyClaim[]): Statement {
+export function claimKeysStatement(f: SqlFlavor, table: OutboxTable, claims: KeyClaim[], reportOne = false): Statement {
   const b = new StatementBuilder(f.placeholder);
   const values = claims.map((c) => `(${b.bind(c.key)}, ${f.integer(b.bind(c.count))}, ${b.bind(c.firstId)})`);
   const c = f.ident;
   const into = f.keyOrder.into ?? ((keys: string) => keys);
   const upsert =
     `INSERT INTO ${into(f.table(keysTableOf(table)))} (${c('key')}, ${c('last_seq')}, ${c('front_id')}) ` +
-    `VALUES ${values.join(', ')}${f.keyOrder.upsert}`;
+    `VALUES ${values.join(', ')}${reportOne ? f.keyOrder.reportOne! : f.keyOrder.upsert}`;
   return b.statement(f.keyOrder.returning ? f.keyOrder.returning(upsert) : upsert);
 }
 

@@ -32,6 +32,8 @@ export type ClaimedEvent = Pick<
 export interface StatementResult {
   rows: Record<string, unknown>[];
   affected: number;
+  /** MySQL: the id the statement reported (`LAST_INSERT_ID(expr)`), 0 when it set none. */
+  insertId?: number;
 }
 
 export interface Statement {
@@ -234,11 +236,7 @@ export interface SqlFlavor {
   readonly forUpdate: string;
   /** One row with `n`: the table's rows as the database estimates them, or counts them cheaply. */
   rowEstimate?: (table: OutboxTable) => Statement;
-  /**
-   * After the table in the count of every delivered row: reads the table in its own order. SQLite
-   * otherwise walks the retention index, in processed-time order, and looks each row up (ten times
-   * slower than a scan when rows did not finish in the order they were written).
-   */
+  /** After the table in the count of delivered rows: its own order (SQLite's retention index lookups are 10× slower). */
   readonly inTableOrder?: string;
   /** The table (as `alias`) where rows are found by primary key: MySQL's by force (see mysql.dialect.ts). */
   byId: (table: OutboxTable, alias?: string) => string;
@@ -275,6 +273,8 @@ export interface KeyOrderSql {
   readonly byteOrder?: string;
   /** Whether a DELETE takes LIMIT (MySQL), rather than a subquery on its own table (which MySQL refuses). */
   readonly deleteLimit?: boolean;
+  /** Where the upsert cannot return rows: the upsert of one key, reporting as its insert id last_seq × 2 (+ 1 if no front). */
+  readonly reportOne?: string;
   /** The upsert made to return the keys' rows (key, last_seq, front_id); absent where it cannot. */
   readonly returning?: (upsert: string) => string;
   /** The events (as `alias`) read by key through the key-order index, where a planner may scan them all (MySQL). */

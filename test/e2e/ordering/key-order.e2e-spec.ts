@@ -154,6 +154,14 @@ describe.each(backends())('per-key order on %s', (backend) => {
     // The audit event is of an unordered topic: delivered whenever, beside the key's ordered ones.
     expect(sink.seen.get(key)!.filter((tx) => tx !== mark('x'))).toEqual(['a', 'b', 'c'].map(mark));
     expect(await keyRow()).toMatchObject({ front_id: null });
+
+    // The key's row stays, with no front: the next event is its front at once, numbered on.
+    await inTx(() => publish('order.changed', key, mark('d')));
+    const d = (await outboxRows(app)).find((r) => txOf(r) === mark('d'))!;
+    expect([d.status, Number(d.seq)]).toEqual(['pending', 4]);
+    expect(await keyRow()).toMatchObject({ front_id: d.id });
+    expect(Number((await keyRow()).last_seq)).toBe(4);
+    await drainAll();
   });
 
   it('numbers interleaved keys of one publishMany in publish order, in one insert or in several', async () => {
