@@ -25,6 +25,12 @@ export type {
 } from './interfaces/outbox-operations.interface';
 export { OutboxWorker, type OutboxDrainResult, type OutboxPurgeResult } from './delivery/outbox.worker';
 export { OutboxEvents } from './events/outbox-events';
+export {
+  OutboxHealthIndicator,
+  type OutboxHealthDetails,
+  type OutboxHealthResult,
+  type OutboxHealthThresholds,
+} from './observability/outbox-health.indicator';
 export type {
   OutboxClaimedEvent,
   OutboxDeadLetteredEvent,

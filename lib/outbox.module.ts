@@ -21,6 +21,7 @@ import { OutboxOperations } from './operations/outbox-operations.service';
 import { OutboxWorker } from './delivery/outbox.worker';
 import { OutboxEvents } from './events/outbox-events';
 import { TransportRegistry } from './transports/transport-registry';
+import { OutboxHealthIndicator } from './observability/outbox-health.indicator';
 
 /** The module the builder made, with the provider of its resolved options. */
 function withResolvedOptions(module: DynamicModule, resolved: Provider): DynamicModule {
@@ -53,8 +54,9 @@ function withResolvedOptions(module: DynamicModule, resolved: Provider): Dynamic
     OutboxExplorer,
     OutboxWorker,
     OutboxEvents,
+    OutboxHealthIndicator,
   ],
-  exports: [OutboxService, OutboxOperations, OutboxWorker, OutboxEvents],
+  exports: [OutboxService, OutboxOperations, OutboxWorker, OutboxEvents, OutboxHealthIndicator],
 })
 export class OutboxModule extends OutboxConfigurableModuleClass {
   /**

@@ -31,20 +31,16 @@ export type { OutboxPurgeResult } from './retention';
 /**
  * Claims due events, runs their handlers outside any transaction, and records the outcome fenced by
  * the claim token. Scheduled through `SchedulerRegistry` at bootstrap; stopped and drained in
- * `beforeApplicationShutdown`, before TypeORM destroys the DataSource. What happens to one claim is
- * `ClaimedBatch`'s.
- *
- * Delivery is continuous: claims run side by side on the worker's `concurrency` lanes, and the worker
- * claims again as soon as every event it claimed has started and a lane is free — so a slow handler
- * holds its own lane, not the instance.
+ * `beforeApplicationShutdown`, before TypeORM destroys the DataSource. One claim: `ClaimedBatch`.
+ * Delivery is continuous: claims run side by side on the `concurrency` lanes, and the worker claims
+ * again once every event it claimed has started and a lane is free (a slow handler holds its lane).
  */
 @Injectable()
 export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger: Logger;
   private readonly intervalName: string;
   private readonly retentionIntervalName: string;
-  /** Absent with `retention: false`. */
-  private readonly retention: Retention | undefined;
+  private readonly retention: Retention | undefined; // absent with `retention: false`
   private registry: SchedulerRegistry | undefined;
   /** The claiming run in progress, if any; runs never overlap (their claims' deliveries may). */
   private current: Promise<unknown> = Promise.resolve();
@@ -109,6 +105,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.poll();
   }
 
+  /** Whether this instance's scheduled worker runs: started at bootstrap (`worker.enabled`), not stopping. */
+  get running(): boolean {
+    return this.scope !== undefined && !this.state.stopping;
+  }
   /** Looks for work now: events were just committed here or, by notification, elsewhere. */
   private kick(): void {
     if (this.state.stopping || !this.scope) return;

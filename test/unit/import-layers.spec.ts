@@ -22,6 +22,7 @@ const LAYERS = [
   'publishing',
   'operations',
   'delivery',
+  'observability',
   'outbox.options.ts',
   'outbox.module-definition.ts',
   'outbox.module.ts',
