@@ -39,10 +39,10 @@ function outboxMigrations(table) {
 
 /**
  * Starts an application on `backend` with its own outbox table (and SQLite file), plus a
- * `<table>_orders` table for business writes. `outbox` is passed to `OutboxModule.forRoot`;
+ * `<table>_orders` table for business writes, with `imports` beside the outbox's. `outbox` is passed to `OutboxModule.forRoot`;
  * `outboxModule(table)` replaces that module (for `forRootAsync`).
  */
-export async function startApp(backend, { providers = [], outbox = {}, outboxModule } = {}) {
+export async function startApp(backend, { providers = [], imports = [], outbox = {}, outboxModule } = {}) {
   const table = uniqueName('compat');
   const sqlitePath = backend === 'better-sqlite3' ? sqliteFile() : undefined;
   class CompatAppModule {}
@@ -67,6 +67,7 @@ export async function startApp(backend, { providers = [], outbox = {}, outboxMod
       }),
       ScheduleModule.forRoot(),
       outboxModule ? outboxModule(table) : OutboxModule.forRoot({ ...outbox, tableName: table }),
+      ...imports,
     ],
     providers,
   };
