@@ -31,6 +31,7 @@ export {
   type OutboxHealthResult,
   type OutboxHealthThresholds,
 } from './observability/outbox-health.indicator';
+export type { OutboxMetricsOptions, OutboxPrometheusRegistry } from './interfaces/outbox-metrics.interface';
 export type {
   OutboxClaimedEvent,
   OutboxDeadLetteredEvent,

@@ -22,6 +22,7 @@ import { OutboxWorker } from './delivery/outbox.worker';
 import { OutboxEvents } from './events/outbox-events';
 import { TransportRegistry } from './transports/transport-registry';
 import { OutboxHealthIndicator } from './observability/outbox-health.indicator';
+import { OutboxPrometheusMetrics } from './observability/prometheus-metrics';
 
 /** The module the builder made, with the provider of its resolved options. */
 function withResolvedOptions(module: DynamicModule, resolved: Provider): DynamicModule {
@@ -55,6 +56,7 @@ function withResolvedOptions(module: DynamicModule, resolved: Provider): Dynamic
     OutboxWorker,
     OutboxEvents,
     OutboxHealthIndicator,
+    OutboxPrometheusMetrics,
   ],
   exports: [OutboxService, OutboxOperations, OutboxWorker, OutboxEvents, OutboxHealthIndicator],
 })

@@ -23,6 +23,7 @@ import {
 } from './utils/option-checks';
 import type { OutboxWakeUpChannel } from './interfaces/outbox-wake-up.interface';
 import { KeyOrder, resolveOrdering } from './ordering/key-order';
+import { resolveMetrics } from './observability/metrics-options';
 
 export { LIMITS } from './outbox.constants';
 export { validateTableName } from './schema/table-name';
@@ -73,6 +74,7 @@ const TOP_LEVEL_KEYS = [
   'ordering',
   'wakeUp',
   'redactError',
+  'metrics',
 ];
 
 /** `forRoot`'s options, defaulted and validated: `forRoot()` calls this once, and its module keeps the result. */
@@ -228,6 +230,7 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
     ordering: new KeyOrder(resolveOrdering(options.ordering)),
     wakeUp: resolveWakeUp(options.wakeUp),
     redactError: resolveRedactError(options.redactError),
+    metrics: resolveMetrics(options.metrics),
     testing: undefined,
   };
 }

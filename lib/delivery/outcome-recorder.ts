@@ -41,7 +41,8 @@ export class OutcomeRecorder {
       const leased = claim.undecodable.filter((row) => !row.deadLettered);
       const runs = [...claim.runs.values()].flat();
       const ids = [...claim.events, ...runs, ...leased].map((e) => e.id);
-      if (ids.length > 0) this.events.emit({ type: 'claimed', token: claim.token, count: ids.length, ids });
+      const { token, durationMs } = claim;
+      if (ids.length > 0) this.events.emit({ type: 'claimed', token, count: ids.length, ids, durationMs });
     }
     for (const event of claim.deadLettered) {
       this.dead(total, event, deadLetterReason(event), 'attempts-exhausted-at-claim', ` (${event.topic})`);

@@ -45,6 +45,8 @@ export interface OutboxClaimedEvent {
   token: string;
   count: number;
   ids: string[];
+  /** How long the claim's statements took, in ms. */
+  durationMs: number;
 }
 
 interface OutboxHandlerRun {

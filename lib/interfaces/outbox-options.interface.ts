@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import type { OutboxMetricsOptions, ResolvedMetricsOptions } from './outbox-metrics.interface';
 import type { OutboxDeadLetterRecord, RecordedOutboxMessage } from './outbox-message.interface';
 import type { OutboxOrdering, ResolvedKeyOrder } from './outbox-ordering.interface';
 import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
@@ -126,6 +127,8 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
    * Returns the text to use instead. Keep it quick and idempotent; if it throws, the text is withheld.
    */
   redactError?: (text: string) => string;
+  /** Metrics of deliveries and of the table's state (see the README's "Metrics"). Default: none. */
+  metrics?: OutboxMetricsOptions;
 }
 
 export interface ResolvedOutboxOptions {
@@ -145,6 +148,8 @@ export interface ResolvedOutboxOptions {
   wakeUp: OutboxWakeUpChannel | false | undefined;
   /** The application's `redactError`, made safe (a throw withholds the text); the identity without one. */
   redactError: (text: string) => string;
+  /** Undefined without the `metrics` option. */
+  metrics: ResolvedMetricsOptions | undefined;
   /**
    * Set only by `OutboxTesting.override()`: failures are due again at once (no backoff, no
    * Retry-After), and every handler call is reported to `handlerCalled`.

@@ -46,6 +46,8 @@ export interface ClaimResult {
    * with it, to be delivered after it, one after another, in order.
    */
   runs: Map<string, ClaimedEvent[]>;
+  /** From the claim's first statement to its last (its runs' included), in ms. */
+  durationMs: number;
 }
 
 /**
@@ -146,8 +148,9 @@ export class OutboxStore implements OnModuleInit {
 
   async claim(args: Omit<ClaimArgs, 'token'>): Promise<ClaimResult> {
     const token = randomUUID();
+    const started = performance.now();
     const rows = await this.dialect.claim(this.executor, this.table, { ...args, token });
-    const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [], runs: new Map() };
+    const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [], runs: new Map(), durationMs: 0 };
     // The claim has committed: one row that cannot be read must not take its batch-mates down with it.
     for (const row of rows) {
       let event: ClaimedEvent;
@@ -174,6 +177,7 @@ export class OutboxStore implements OnModuleInit {
       const runs = await takeFollowers(this.executor, f, this.table, { ...args, token }, fronts, budget);
       for (const [front, followers] of runs) claim.runs.set(front, decodedRun(followers));
     }
+    claim.durationMs = performance.now() - started;
     return claim;
   }
 

@@ -115,7 +115,9 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       token: expect.any(String) as string,
       count: 2,
       ids: expect.arrayContaining([first.id, second.id]) as string[],
+      durationMs: expect.any(Number) as number,
     });
+    expect((claimed as { durationMs: number }).durationMs).toBeGreaterThan(0);
     expect(succeeded).toEqual({
       type: 'handler.succeeded',
       at: expect.any(Date) as Date,

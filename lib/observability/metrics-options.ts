@@ -1,0 +1,57 @@
+import { OutboxConfigurationError } from '../errors/outbox.errors';
+import type { OutboxPrometheusRegistry, ResolvedMetricsOptions } from '../interfaces/outbox-metrics.interface';
+import { describeValue } from '../utils/describe-value';
+import { integerOption, isPlainObject, optionSection } from '../utils/option-checks';
+
+const REGISTRY_METHODS = ['registerMetric', 'getSingleMetric', 'removeSingleMetric'] as const;
+
+/** The `metrics` option checked and defaulted: undefined without it. */
+export function resolveMetrics(value: unknown): ResolvedMetricsOptions | undefined {
+  if (value === undefined) return undefined;
+  if (!isPlainObject(value)) {
+    throw new OutboxConfigurationError(
+      'metrics',
+      `expected an object such as { prometheus: true }, got ${describeValue(value)}`,
+    );
+  }
+  const m = optionSection('metrics', value, ['prometheus', 'statsCacheMs']);
+  return {
+    prometheus: resolvePrometheus(m.prometheus),
+    statsCacheMs: integerOption('metrics.statsCacheMs', m.statsCacheMs, 5_000, 0, 60_000),
+  };
+}
+
+function resolvePrometheus(value: unknown): OutboxPrometheusRegistry | undefined {
+  if (value === undefined || value === false) return undefined;
+  const client = loadPromClient();
+  if (value === true) return client.register;
+  const missing = REGISTRY_METHODS.find((m) => typeof (value as Record<string, unknown> | null)?.[m] !== 'function');
+  if (missing !== undefined) {
+    throw new OutboxConfigurationError(
+      'metrics.prometheus',
+      `expected true (prom-client's default registry) or a prom-client Registry, got ${describeValue(value)}`,
+    );
+  }
+  return value as OutboxPrometheusRegistry;
+}
+
+/** The parts of `prom-client` the outbox uses. */
+export interface PromClient {
+  register: OutboxPrometheusRegistry;
+  Counter: new (config: Record<string, unknown>) => { inc(labels: Record<string, string>, value?: number): void };
+  Histogram: new (config: Record<string, unknown>) => { observe(labels: Record<string, string>, value: number): void };
+  Gauge: new (config: Record<string, unknown>) => { set(value: number): void };
+}
+
+/** `prom-client`, loaded when the `metrics.prometheus` option asks for it; a clear error when it is not installed. */
+export function loadPromClient(): PromClient {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded only when asked for
+    return require('prom-client') as PromClient;
+  } catch (error) {
+    throw new OutboxConfigurationError(
+      'metrics.prometheus',
+      `needs the prom-client package, which could not be loaded (npm install prom-client): ${String(error)}`,
+    );
+  }
+}
