@@ -18,6 +18,7 @@ import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
 import { BENCH_ORDERING } from './ordered';
+import { metricsOption } from './observability';
 
 const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, string, string];
 const batch = Number(batchText ?? 500);
@@ -110,6 +111,7 @@ async function main() {
       },
       ...wakeUpOption(listen ? process.argv[6] : undefined),
       ...(process.env.OUTBOX_BENCH_ORDERED === '1' ? BENCH_ORDERING : {}),
+      ...metricsOption(process.env.OUTBOX_BENCH_METRICS === '1'),
     },
     4,
   );

@@ -2,7 +2,7 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * slow-handler,memory,claim,operations,ordered the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * slow-handler,memory,claim,operations,ordered,observability the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
@@ -27,6 +27,7 @@ import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
+import { METRICS_ENV, metricsOption, observabilityReport, type ObservabilityResult } from './observability';
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
@@ -40,6 +41,7 @@ const SECTIONS = new Set(
     'claim',
     'operations',
     'ordered',
+    'observability',
   ],
 );
 const SIZES = {
@@ -53,7 +55,17 @@ const SIZES = {
   pending: 10_000,
 };
 const IDLE_TX_SIZES = { calm: QUICK ? 5_000 : 10_000, held: QUICK ? 20_000 : 100_000, round: 1_000 };
-const LATEST_SECTIONS = ['enqueue', 'drain', 'latency', 'slow-handler', 'memory', 'claim', 'operations', 'ordered'];
+const LATEST_SECTIONS = [
+  'enqueue',
+  'drain',
+  'latency',
+  'slow-handler',
+  'memory',
+  'claim',
+  'operations',
+  'ordered',
+  'observability',
+];
 const OPERATIONS_SIZES: OperationsSizes = {
   history: SIZES.history,
   pending: SIZES.pending,
@@ -206,7 +218,14 @@ async function deliveredOnce(db: Db, r: Raw): Promise<number> {
  * (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. With
  * `keys`, the library's events are ordered per key (published by the library, event n on key n mod keys).
  */
-async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, batch: number, keys?: number) {
+async function drain(
+  db: Db,
+  impl: 'lib' | 'raw' | 'relay',
+  workers: number,
+  batch: number,
+  keys?: number,
+  extraEnv: Record<string, string> = {},
+) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
   if (impl === 'relay') {
@@ -217,7 +236,7 @@ async function drain(db: Db, impl: 'lib' | 'raw' | 'relay', workers: number, bat
   } else {
     await fill(db, r, TABLE, SIZES.drainEvents);
   }
-  const env: Record<string, string> = keys ? { OUTBOX_BENCH_ORDERED: '1' } : {};
+  const env: Record<string, string> = { ...(keys ? { OUTBOX_BENCH_ORDERED: '1' } : {}), ...extraEnv };
   const children = Array.from({ length: workers }, () =>
     child([`${impl}-drain`, db, TABLE, String(batch)], NODE_ARGS, env),
   );
@@ -338,6 +357,55 @@ async function ordered(db: Db): Promise<OrderedResult> {
     orderedRatio: libOrdered / libBusiness,
   };
   return result;
+}
+
+/**
+ * (g) Observability: the drain (1 worker × batch 500) and the enqueue of a business change with an
+ * event, with the outbox's Prometheus metrics on and off, rounds interleaved.
+ */
+async function observability(db: Db): Promise<ObservabilityResult> {
+  const samples = {
+    drainOff: [] as number[],
+    drainOn: [] as number[],
+    enqueueOff: [] as number[],
+    enqueueOn: [] as number[],
+  };
+  for (let round = 0; round < DRAIN_ROUNDS; round++) {
+    samples.drainOff.push((await drain(db, 'lib', 1, 500)).eventsPerSecond);
+    samples.drainOn.push((await drain(db, 'lib', 1, 500, undefined, METRICS_ENV)).eventsPerSecond);
+  }
+  const r = await raw(db, 4);
+  await createTables(db, r, TABLE);
+  const apps = await Promise.all(
+    [false, true].map((on) => libraryApp(db, TABLE, { worker: { enabled: false }, ...metricsOption(on) }, 4)),
+  );
+  const insert = `INSERT INTO ${q(db, `${TABLE}_orders`)} (${q(db, 'id')}, ${q(db, 'amount')}) VALUES (${db === 'postgres' ? '$1, $2' : '?, ?'})`;
+  const once = (app: (typeof apps)[number]) => {
+    const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+    const outbox = app.get(OutboxService);
+    return () =>
+      tx.withTransaction(async () => {
+        const id = crypto.randomUUID();
+        await tx.tx.query(insert, [id, 42]);
+        await outbox.publish('bench.event', { orderId: id, amount: 42 });
+      });
+  };
+  for (let round = 0; round < ENQUEUE_ROUNDS; round++) {
+    samples.enqueueOff.push(await enqueueLoop(once(apps[0])));
+    samples.enqueueOn.push(await enqueueLoop(once(apps[1])));
+  }
+  for (const app of apps) await app.close();
+  await dropTables(db, r, TABLE);
+  await r.close();
+  log(
+    `   drain off ${samples.drainOff.map(Math.round).join(', ')}/s, on ${samples.drainOn.map(Math.round).join(', ')}/s`,
+  );
+  return {
+    drainOff: median(samples.drainOff),
+    drainOn: median(samples.drainOn),
+    enqueueOff: median(samples.enqueueOff),
+    enqueueOn: median(samples.enqueueOn),
+  };
 }
 
 /** Transactions per second of `once`, run back to back by 4 clients for the enqueue's seconds. */
@@ -551,6 +619,8 @@ async function main() {
     const o = SECTIONS.has('operations') ? await operationsBench(db, OPERATIONS_SIZES, log) : undefined;
     log(`— ${db}: per-key order`);
     const ord = SECTIONS.has('ordered') ? await ordered(db) : undefined;
+    log(`— ${db}: observability`);
+    const obs = SECTIONS.has('observability') ? await observability(db) : undefined;
     const r = await raw(db, 1);
     await dropTables(db, r, TABLE);
     await r.close();
@@ -564,6 +634,7 @@ async function main() {
       claimCost: c,
       operations: o,
       ordered: ord,
+      observability: obs,
     };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
@@ -582,7 +653,7 @@ async function main() {
   }
   // A run of idle-tx alone must not replace the other sections' figures with an empty table.
   if (!LATEST_SECTIONS.some((section) => SECTIONS.has(section))) return;
-  const md = report(results, dbs) + orderedReport(results, dbs);
+  const md = report(results, dbs) + orderedReport(results, dbs) + observabilityReport(results, dbs);
   writeFileSync(join(ROOT, 'bench/results/latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(ROOT, 'bench/results/latest.md'), md);
   process.stdout.write(md);
@@ -597,6 +668,7 @@ type R = {
   memory?: Awaited<ReturnType<typeof memory>>;
   claimCost?: Awaited<ReturnType<typeof claimCost>>;
   operations?: OperationsResult;
+  observability?: ObservabilityResult;
 };
 
 function report(results: Record<string, unknown>, dbs: Db[]): string {
