@@ -38,10 +38,13 @@ function resolvePrometheus(value: unknown): OutboxPrometheusRegistry | undefined
 /** The parts of `prom-client` the outbox uses. */
 export interface PromClient {
   register: OutboxPrometheusRegistry;
-  Counter: new (config: Record<string, unknown>) => { inc(labels: Record<string, string>, value?: number): void };
-  Histogram: new (config: Record<string, unknown>) => { observe(labels: Record<string, string>, value: number): void };
+  Counter: new (config: Record<string, unknown>) => PromMetric<{ inc(value?: number): void }>;
+  Histogram: new (config: Record<string, unknown>) => PromMetric<{ observe(value: number): void }>;
   Gauge: new (config: Record<string, unknown>) => { set(value: number): void };
 }
+
+/** A prom-client counter or histogram: itself when it has no labels, or its child of some label values. */
+export type PromMetric<Child> = Child & { labels(values: Record<string, string>): Child };
 
 /** `prom-client`, loaded when the `metrics.prometheus` option asks for it; a clear error when it is not installed. */
 export function loadPromClient(): PromClient {

@@ -10,7 +10,7 @@ import type { OutboxLifecycleEvent } from '../events/lifecycle-event';
 import { OutboxOperations } from '../operations/outbox-operations.service';
 import { describeError } from '../utils/describe-error';
 import { RedactingLogger } from '../utils/redacting-logger';
-import { loadPromClient, type PromClient } from './metrics-options';
+import { loadPromClient, type PromClient, type PromMetric } from './metrics-options';
 
 /** Seconds: a delivery's handler (milliseconds to a minute) and a claim (a millisecond to a few seconds). */
 const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -114,26 +114,30 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
       help: "A claim's statements, for the claims that leased events",
       buckets: DURATION_BUCKETS,
     });
+    const byTopic = {
+      published: childrenOf(published),
+      deliveries: childrenOf(deliveries),
+      time: childrenOf(handlerTime),
+    };
     return (event) => {
       switch (event.type) {
         case 'published':
-          for (const topic of event.topics) published.inc({ topic });
+          for (const topic of event.topics) byTopic.published(topic).inc();
           return;
         case 'delivered':
-          return deliveries.inc({ topic: event.topic, outcome: 'delivered' });
+          return byTopic.deliveries(event.topic, 'delivered').inc();
         case 'retry.scheduled':
-          return deliveries.inc({ topic: event.topic, outcome: 'retried' });
+          return byTopic.deliveries(event.topic, 'retried').inc();
         case 'dead-lettered':
-          return deliveries.inc({ topic: event.topic, outcome: 'dead' });
+          return byTopic.deliveries(event.topic, 'dead').inc();
         case 'handler.succeeded':
-        case 'handler.failed': {
-          const outcome = event.type === 'handler.succeeded' ? 'success' : 'failure';
-          return handlerTime.observe({ topic: event.topic, outcome }, event.durationMs / 1000);
-        }
+          return byTopic.time(event.topic, 'success').observe(event.durationMs / 1000);
+        case 'handler.failed':
+          return byTopic.time(event.topic, 'failure').observe(event.durationMs / 1000);
         case 'claimed':
-          return claimTime.observe({}, event.durationMs / 1000);
+          return claimTime.observe(event.durationMs / 1000);
         case 'lease.lost':
-          return leasesLost.inc({}, event.count);
+          return leasesLost.inc(event.count);
       }
     };
   }
@@ -150,4 +154,21 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
     this.stats = { at: now, value };
     return value;
   }
+}
+
+/**
+ * A metric's children by topic (and outcome), each made once: prom-client hashes the label values of
+ * every call made on the metric itself.
+ */
+function childrenOf<C>(metric: PromMetric<C>): (topic: string, outcome?: string) => C {
+  const children = new Map<string, C>();
+  return (topic, outcome) => {
+    const id = outcome === undefined ? topic : `${outcome}\u0000${topic}`;
+    let child = children.get(id);
+    if (!child) {
+      child = metric.labels(outcome === undefined ? { topic } : { topic, outcome });
+      children.set(id, child);
+    }
+    return child;
+  };
 }
