@@ -31,30 +31,6 @@ import { METRICS_ENV, metricsOption, observabilityReport, type ObservabilityResu
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
-const SECTIONS = new Set(
-  process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? [
-    'enqueue',
-    'drain',
-    'latency',
-    'slow-handler',
-    'memory',
-    'claim',
-    'operations',
-    'ordered',
-    'observability',
-  ],
-);
-const SIZES = {
-  enqueueSeconds: QUICK ? 1 : 3,
-  drainEvents: QUICK ? 5_000 : 50_000,
-  latencySeconds: QUICK ? 3 : 10,
-  /** The slow-handler run: fast events published at 200/s while one handler holds its lane. */
-  slowRunEvents: QUICK ? 200 : 1_000,
-  memoryEvents: QUICK ? 20_000 : 200_000,
-  history: QUICK ? 100_000 : 1_000_000,
-  pending: 10_000,
-};
-const IDLE_TX_SIZES = { calm: QUICK ? 5_000 : 10_000, held: QUICK ? 20_000 : 100_000, round: 1_000 };
 const LATEST_SECTIONS = [
   'enqueue',
   'drain',
@@ -66,6 +42,18 @@ const LATEST_SECTIONS = [
   'ordered',
   'observability',
 ];
+const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? LATEST_SECTIONS);
+const SIZES = {
+  enqueueSeconds: QUICK ? 1 : 3,
+  drainEvents: QUICK ? 5_000 : 50_000,
+  latencySeconds: QUICK ? 3 : 10,
+  /** The slow-handler run: fast events published at 200/s while one handler holds its lane. */
+  slowRunEvents: QUICK ? 200 : 1_000,
+  memoryEvents: QUICK ? 20_000 : 200_000,
+  history: QUICK ? 100_000 : 1_000_000,
+  pending: 10_000,
+};
+const IDLE_TX_SIZES = { calm: QUICK ? 5_000 : 10_000, held: QUICK ? 20_000 : 100_000, round: 1_000 };
 const OPERATIONS_SIZES: OperationsSizes = {
   history: SIZES.history,
   pending: SIZES.pending,
