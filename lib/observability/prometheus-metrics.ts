@@ -15,6 +15,25 @@ import { loadPromClient, type PromClient, type PromMetric } from './metrics-opti
 /** Seconds: a delivery's handler (milliseconds to a minute) and a claim (a millisecond to a few seconds). */
 const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
+/** The counters and histograms fed by the lifecycle stream, in the order `recorder` takes them. */
+const COUNTERS = [
+  { name: 'outbox_events_published_total', help: 'Events committed by publish()', labelNames: ['topic'] },
+  {
+    name: 'outbox_deliveries_total',
+    help: 'Delivery attempts by outcome: delivered, retried (a retry was scheduled), dead (dead-lettered)',
+    labelNames: ['topic', 'outcome'],
+  },
+  { name: 'outbox_leases_lost_total', help: 'Events whose outcome was refused because their lease had expired' },
+] as const;
+const HISTOGRAMS = [
+  {
+    name: 'outbox_delivery_duration_seconds',
+    help: 'One handler or route call, from its start to its end or timeout',
+    labelNames: ['topic', 'outcome'],
+  },
+  { name: 'outbox_claim_duration_seconds', help: "A claim's statements, for the claims that leased events" },
+] as const;
+
 /** The gauges read from `stats()`, by name: what each reads. */
 const STATE_GAUGES: Record<string, [help: string, read: (s: OutboxStats) => number]> = {
   outbox_events_due: ['Events due now, waiting for a worker', (s) => s.due],
@@ -55,7 +74,7 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
     if (!registry) return;
     this.registry = registry;
     const client = loadPromClient();
-    const names = ['outbox_events_published_total', 'outbox_deliveries_total', 'outbox_leases_lost_total'];
+    const names = [...COUNTERS, ...HISTOGRAMS].map((config) => config.name);
     const taken = [...names, ...Object.keys(STATE_GAUGES)].find((name) => registry.getSingleMetric(name));
     if (taken) {
       throw new OutboxConfigurationError(
@@ -89,31 +108,10 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
       this.names.push(String(config.name));
       return new Kind({ ...config, registers: [registry] });
     };
-    const published = metric(client.Counter, {
-      name: 'outbox_events_published_total',
-      help: 'Events committed by publish()',
-      labelNames: ['topic'],
-    });
-    const deliveries = metric(client.Counter, {
-      name: 'outbox_deliveries_total',
-      help: 'Delivery attempts by outcome: delivered, retried (a retry was scheduled), dead (dead-lettered)',
-      labelNames: ['topic', 'outcome'],
-    });
-    const leasesLost = metric(client.Counter, {
-      name: 'outbox_leases_lost_total',
-      help: 'Events whose outcome was refused because their lease had expired',
-    });
-    const handlerTime = metric(client.Histogram, {
-      name: 'outbox_delivery_duration_seconds',
-      help: 'One handler or route call, from its start to its end or timeout',
-      labelNames: ['topic', 'outcome'],
-      buckets: DURATION_BUCKETS,
-    });
-    const claimTime = metric(client.Histogram, {
-      name: 'outbox_claim_duration_seconds',
-      help: "A claim's statements, for the claims that leased events",
-      buckets: DURATION_BUCKETS,
-    });
+    const [published, deliveries, leasesLost] = COUNTERS.map((config) => metric(client.Counter, config));
+    const [handlerTime, claimTime] = HISTOGRAMS.map((config) =>
+      metric(client.Histogram, { ...config, buckets: DURATION_BUCKETS }),
+    );
     const byTopic = {
       published: childrenOf(published),
       deliveries: childrenOf(deliveries),

@@ -1,3 +1,4 @@
+import { claimAsAnotherWorker } from '../../fixtures/another-claim';
 import { backends, type BackendName } from '../../fixtures/backends';
 import { eventually } from '../../fixtures/eventually';
 import { outboxRows } from '../../fixtures/test-app';
@@ -23,8 +24,9 @@ async function anotherClaimTakes({ app, store }: WorkerApp, ids: string[], maxAt
       ids,
     );
   await expire();
-  const other = await store.claim({ batchSize: 10, leaseMs: 60_000, maxAttempts });
-  expect(other.events.map((e) => e.id).sort()).toEqual([...ids].sort());
+  expect(await claimAsAnotherWorker(store, ids, { batchSize: 10, leaseMs: 60_000, maxAttempts })).toEqual(
+    [...ids].sort(),
+  );
   await expire();
 }
 

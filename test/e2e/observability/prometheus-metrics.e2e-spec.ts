@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Registry } from 'prom-client';
+import { Histogram, Registry } from 'prom-client';
 import {
   OutboxConfigurationError,
   OutboxHandler,
@@ -137,5 +137,15 @@ describe('Prometheus metrics: their option and their registry', () => {
     expect(registry.getSingleMetric('outbox_deliveries_total')).toBeUndefined();
     const second = await createTestApp({ backend: 'better-sqlite3', outbox: { metrics: { prometheus: registry } } });
     await second.dispose();
+  });
+
+  it('refuses a registry holding any one of its metrics, a histogram too, with its own error', async () => {
+    const registry = new Registry();
+    new Histogram({ name: 'outbox_claim_duration_seconds', help: 'the app its own', registers: [registry] });
+    await expect(
+      createTestApp({ backend: 'better-sqlite3', outbox: { metrics: { prometheus: registry } } }),
+    ).rejects.toThrow(/registry already holds outbox_claim_duration_seconds/);
+    // Nothing of the outbox's was left on it.
+    expect(registry.getMetricsAsArray().map((m) => m.name)).toEqual(['outbox_claim_duration_seconds']);
   });
 });
