@@ -18,7 +18,7 @@ import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
 import { BENCH_ORDERING } from './ordered';
-import { metricsOption } from './observability';
+import { observabilityOptions, type ObservabilityVariant } from './observability';
 
 const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, string, string];
 const batch = Number(batchText ?? 500);
@@ -111,7 +111,7 @@ async function main() {
       },
       ...wakeUpOption(listen ? process.argv[6] : undefined),
       ...(process.env.OUTBOX_BENCH_ORDERED === '1' ? BENCH_ORDERING : {}),
-      ...metricsOption(process.env.OUTBOX_BENCH_METRICS === '1'),
+      ...observabilityOptions(process.env.OUTBOX_BENCH_OBSERVABILITY as ObservabilityVariant | undefined),
     },
     4,
   );

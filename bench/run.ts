@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { trace } from '@opentelemetry/api';
 import { OutboxService } from '../lib';
 import { OUTBOX_DEFAULTS } from '../lib/outbox.options';
 import { OUTBOX_STORE } from '../lib/outbox.constants';
@@ -27,7 +28,14 @@ import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
-import { METRICS_ENV, metricsOption, observabilityReport, type ObservabilityResult } from './observability';
+import {
+  observabilityEnv,
+  observabilityOptions,
+  observabilityReport,
+  unregisterSdk,
+  type ObservabilityResult,
+  type ObservabilityVariant,
+} from './observability';
 
 const QUICK = process.env.OUTBOX_BENCH_QUICK === '1';
 const ONLY = process.env.OUTBOX_BENCH_ONLY?.split(',') as Db[] | undefined;
@@ -352,47 +360,63 @@ async function ordered(db: Db): Promise<OrderedResult> {
  * event, with the outbox's Prometheus metrics on and off, rounds interleaved.
  */
 async function observability(db: Db): Promise<ObservabilityResult> {
-  const samples = {
-    drainOff: [] as number[],
-    drainOn: [] as number[],
-    enqueueOff: [] as number[],
-    enqueueOn: [] as number[],
-  };
+  const variants: ObservabilityVariant[] = ['off', 'api', 'on'];
+  const drains: Record<ObservabilityVariant, number[]> = { off: [], api: [], on: [] };
   for (let round = 0; round < DRAIN_ROUNDS; round++) {
-    samples.drainOff.push((await drain(db, 'lib', 1, 500)).eventsPerSecond);
-    samples.drainOn.push((await drain(db, 'lib', 1, 500, undefined, METRICS_ENV)).eventsPerSecond);
+    for (const v of variants) {
+      drains[v].push((await drain(db, 'lib', 1, 500, undefined, observabilityEnv(v))).eventsPerSecond);
+    }
   }
   const r = await raw(db, 4);
   await createTables(db, r, TABLE);
-  const apps = await Promise.all(
-    [false, true].map((on) => libraryApp(db, TABLE, { worker: { enabled: false }, ...metricsOption(on) }, 4)),
-  );
   const insert = `INSERT INTO ${q(db, `${TABLE}_orders`)} (${q(db, 'id')}, ${q(db, 'amount')}) VALUES (${db === 'postgres' ? '$1, $2' : '?, ?'})`;
-  const once = (app: (typeof apps)[number]) => {
+  const appOf = (variant: ObservabilityVariant) =>
+    libraryApp(db, TABLE, { worker: { enabled: false }, ...observabilityOptions(variant) }, 4);
+  /** One business transaction with its event; with `traced`, inside a span of the application's. */
+  const once = (app: Awaited<ReturnType<typeof appOf>>, traced = false) => {
     const tx = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
     const outbox = app.get(OutboxService);
-    return () =>
+    const run = () =>
       tx.withTransaction(async () => {
         const id = crypto.randomUUID();
         await tx.tx.query(insert, [id, 42]);
         await outbox.publish('bench.event', { orderId: id, amount: 42 });
       });
+    if (!traced) return run;
+    const tracer = trace.getTracer('bench');
+    return () => tracer.startActiveSpan('POST /orders', (span) => run().finally(() => span.end()));
   };
+  const enqueues = { off: [] as number[], api: [] as number[], offTraced: [] as number[], on: [] as number[] };
+  // Without an SDK first: what the defaults cost an application that registers none.
+  const plain = await Promise.all([appOf('off'), appOf('api')]);
   for (let round = 0; round < ENQUEUE_ROUNDS; round++) {
-    samples.enqueueOff.push(await enqueueLoop(once(apps[0])));
-    samples.enqueueOn.push(await enqueueLoop(once(apps[1])));
+    enqueues.off.push(await enqueueLoop(once(plain[0])));
+    enqueues.api.push(await enqueueLoop(once(plain[1])));
   }
-  for (const app of apps) await app.close();
+  for (const app of plain) await app.close();
+  // Then with the SDK registered (by the `on` app's options), the same span around both.
+  const traced = [await appOf('on'), await appOf('off')];
+  for (let round = 0; round < ENQUEUE_ROUNDS; round++) {
+    enqueues.offTraced.push(await enqueueLoop(once(traced[1], true)));
+    enqueues.on.push(await enqueueLoop(once(traced[0], true)));
+  }
+  for (const app of traced) await app.close();
+  await unregisterSdk();
   await dropTables(db, r, TABLE);
   await r.close();
+  const list = (xs: number[]) => xs.map(Math.round).join(', ');
+  log(`   drain off ${list(drains.off)}/s, api ${list(drains.api)}/s, on ${list(drains.on)}/s`);
   log(
-    `   drain off ${samples.drainOff.map(Math.round).join(', ')}/s, on ${samples.drainOn.map(Math.round).join(', ')}/s`,
+    `   enqueue off ${list(enqueues.off)}, api ${list(enqueues.api)}; traced: off ${list(enqueues.offTraced)}, on ${list(enqueues.on)} tx/s`,
   );
   return {
-    drainOff: median(samples.drainOff),
-    drainOn: median(samples.drainOn),
-    enqueueOff: median(samples.enqueueOff),
-    enqueueOn: median(samples.enqueueOn),
+    drainOff: median(drains.off),
+    drainApi: median(drains.api),
+    drainOn: median(drains.on),
+    enqueueOff: median(enqueues.off),
+    enqueueApi: median(enqueues.api),
+    enqueueOffTraced: median(enqueues.offTraced),
+    enqueueOn: median(enqueues.on),
   };
 }
 

@@ -24,6 +24,7 @@ import {
 import type { OutboxWakeUpChannel } from './interfaces/outbox-wake-up.interface';
 import { KeyOrder, resolveOrdering } from './ordering/key-order';
 import { resolveMetrics } from './observability/metrics-options';
+import { resolveTracing } from './observability/tracing';
 
 export { LIMITS } from './outbox.constants';
 export { validateTableName } from './schema/table-name';
@@ -75,6 +76,7 @@ const TOP_LEVEL_KEYS = [
   'wakeUp',
   'redactError',
   'metrics',
+  'tracing',
 ];
 
 /** `forRoot`'s options, defaulted and validated: `forRoot()` calls this once, and its module keeps the result. */
@@ -216,6 +218,7 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
   };
 
   const transports = resolveTransports(options.transports);
+  const redactError = resolveRedactError(options.redactError);
   return {
     tableName,
     dataSource,
@@ -229,8 +232,9 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
     routes: resolveRoutes(options.routes, transports, worker, retry),
     ordering: new KeyOrder(resolveOrdering(options.ordering)),
     wakeUp: resolveWakeUp(options.wakeUp),
-    redactError: resolveRedactError(options.redactError),
+    redactError,
     metrics: resolveMetrics(options.metrics),
+    tracing: resolveTracing(options.tracing, redactError),
     testing: undefined,
   };
 }

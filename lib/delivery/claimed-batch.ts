@@ -13,7 +13,8 @@ import { LazyAbort } from './lazy-abort';
 import { DeliveredMessage } from './delivered-message';
 import { LeaseRenewal } from './lease-renewal';
 import type { OutcomeRecorder } from './outcome-recorder';
-import type { DeliveryTargets } from './delivery-targets';
+import type { DeliveryTarget, DeliveryTargets } from './delivery-targets';
+import type { OutboxAttemptOutcome } from '../interfaces/outbox-tracing.interface';
 
 /** What every claimed batch of one worker works with. */
 export interface BatchContext {
@@ -206,25 +207,48 @@ export class ClaimedBatch {
 
     const aborts = pending.map(() => new LazyAbort());
     state.inFlight.set(event.id, { token: this.scope.token, abort: aborts });
-
-    const { invoker } = this.ctx;
-    let outcomes: HandlerOutcome[];
+    // Its span (with tracing): the handlers run in it; it ends with the attempt's outcome.
+    const span = options.tracing?.startAttempt(event);
+    let outcome: OutboxAttemptOutcome = 'not-recorded';
     try {
-      if (pending.length === 1) {
-        // One target, the common case, without the arrays of messages and promises.
-        outcomes = [await invoker.invoke(pending[0], new DeliveredMessage(event, aborts[0], false))];
-      } else {
-        // Every copy is made before any handler runs (and may change what it was given).
-        const messages = pending.map((_, i) => new DeliveredMessage(event, aborts[i], i > 0));
-        outcomes = await Promise.all(pending.map((handler, i) => invoker.invoke(handler, messages[i])));
+      let outcomes: HandlerOutcome[];
+      try {
+        outcomes = span
+          ? await span.run(() => this.invoke(event, pending, aborts))
+          : await this.invoke(event, pending, aborts);
+      } finally {
+        if (state.inFlight.get(event.id)?.token === this.scope.token) state.inFlight.delete(event.id);
       }
+      // Lost while it ran (see LeaseRenewal): counted and reported there; another worker may hold it now.
+      if (renewal?.isLost(event.id)) {
+        outcome = 'lease-lost';
+        return false;
+      }
+      if (handlers.length > 0 && outcomes.every((o) => !('error' in o))) {
+        outcome = 'success';
+        return true;
+      }
+      if (span) for (const o of outcomes) if ('error' in o) span.failed(o.handler.name, o.error);
+      outcome = await recorder.fail(event, this.scope, handlers.length, outcomes);
+      return false;
     } finally {
-      if (state.inFlight.get(event.id)?.token === this.scope.token) state.inFlight.delete(event.id);
+      span?.end(outcome);
     }
-    // Lost while it ran (see LeaseRenewal): counted and reported there; another worker may hold it now.
-    if (renewal?.isLost(event.id)) return false;
-    if (handlers.length > 0 && outcomes.every((o) => !('error' in o))) return true;
-    await recorder.fail(event, this.scope, handlers.length, outcomes);
-    return false;
+  }
+
+  /** Calls each of `pending` with its message of `event`; resolves with their outcomes. */
+  private invoke(
+    event: ClaimedEvent,
+    pending: readonly DeliveryTarget[],
+    aborts: LazyAbort[],
+  ): Promise<HandlerOutcome[]> {
+    const { invoker } = this.ctx;
+    // One target, the common case, without the arrays of messages and promises.
+    if (pending.length === 1) {
+      return invoker.invoke(pending[0], new DeliveredMessage(event, aborts[0], false)).then((outcome) => [outcome]);
+    }
+    // Every copy is made before any handler runs (and may change what it was given).
+    const messages = pending.map((_, i) => new DeliveredMessage(event, aborts[i], i > 0));
+    return Promise.all(pending.map((handler, i) => invoker.invoke(handler, messages[i])));
   }
 }

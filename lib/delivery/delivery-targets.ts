@@ -5,6 +5,7 @@ import { OUTBOX_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { TransportRegistry } from '../transports/transport-registry';
 import { topicMatches } from '../utils/topic';
+import type { OutboxTracer } from '../interfaces/outbox-tracing.interface';
 
 /** Something an event is delivered to: a discovered handler, or a route to a transport. */
 export interface DeliveryTarget {
@@ -49,6 +50,7 @@ export class DeliveryTargets {
     const cached = this.cache.get(topic);
     if (cached) return cached;
     const targets: DeliveryTarget[] = [...(this.handlers.get(topic) ?? [])];
+    const { tracing } = this.options;
     for (const route of this.options.routes) {
       const name = `transport:${route.transport}`;
       if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
@@ -57,11 +59,23 @@ export class DeliveryTargets {
         kind: 'route',
         timeoutMs: route.timeoutMs,
         retry: route.retry,
-        invoke: this.transports.sender(route),
+        invoke: tracing ? forwarding(tracing, this.transports.sender(route)) : this.transports.sender(route),
       });
     }
     if (this.cache.size >= TARGET_CACHE_LIMIT) this.cache.clear();
     this.cache.set(topic, targets);
     return targets;
   }
+}
+
+/**
+ * A route's sender that hands its transport the message with the attempt's span as its trace context
+ * (the one active when it is called), so a consumer continues the trace from the delivery.
+ */
+function forwarding(tracing: OutboxTracer, send: OutboxHandlerFn): OutboxHandlerFn {
+  return (message) => {
+    // This target's own message: the event's headers, and the next target's, are left as they were.
+    message.headers = tracing.forward(message.headers);
+    return send(message);
+  };
 }

@@ -11,6 +11,8 @@ import { deadLetterReason, decideFailure, storableError, undecodableError } from
 import type { HandlerOutcome } from './handler-invoker';
 
 type UndecodableRow = ClaimResult['undecodable'][number];
+/** What a failure's write recorded: `lease-lost` when the lease had run out. */
+type Recorded = 'retried' | 'dead-lettered' | 'lease-lost';
 
 /** What is known of an event that died: a row that could not be decoded has no key, payload or headers. */
 type DeadEvent = Pick<ClaimedEvent, 'id' | 'topic' | 'attempts'> &
@@ -66,9 +68,9 @@ export class OutcomeRecorder {
   }
 
   /** An event some of whose targets failed (or that had none): retried after its backoff, or dead-lettered. */
-  async fail(event: ClaimedEvent, scope: ClaimScope, targetCount: number, outcomes: HandlerOutcome[]): Promise<void> {
+  async fail(event: ClaimedEvent, scope: ClaimScope, targets: number, outcomes: HandlerOutcome[]): Promise<Recorded> {
     const { retry, testing } = this.options;
-    const decision = decideFailure(event, targetCount, outcomes, retry);
+    const decision = decideFailure(event, targets, outcomes, retry);
     const { maxAttempts } = decision;
     const { errorText, completedHandlers, deadLetter, nonRetryable } = decision;
     const retryDelayMs = testing ? 0 : decision.retryDelayMs;
@@ -79,12 +81,14 @@ export class OutcomeRecorder {
       retryDelayMs,
     };
     // Not written: the lease will expire and the event be claimed again.
-    if (!(await this.write(event.id, scope, update, deadLetter ? this.skippedFront(event) : undefined))) return;
+    if (!(await this.write(event.id, scope, update, deadLetter ? this.skippedFront(event) : undefined))) {
+      return 'lease-lost';
+    }
     if (deadLetter) {
       const after = ` (${event.topic}) after attempt ${event.attempts}${nonRetryable ? ' (non-retryable)' : ''}`;
       this.dead(scope.total, event, errorText, nonRetryable ? 'non-retryable' : 'handler', after);
       this.blocked(event);
-      return;
+      return 'dead-lettered';
     }
     const { id, topic, attempts: attempt } = event;
     if (this.events.observed) {
@@ -97,6 +101,7 @@ export class OutcomeRecorder {
       `Outbox event ${id} (${topic}) attempt ${attempt} of ${maxAttempts} ` +
         `failed; retrying in ${retryDelayMs} ms or later: ${errorText}`,
     );
+    return 'retried';
   }
 
   /**
@@ -239,9 +244,7 @@ export class OutcomeRecorder {
       const written = update
         ? await this.store.fail(id, scope.token, update, frontOf)
         : await this.store.release(id, scope.token, true);
-      if (written) {
-        return true;
-      }
+      if (written) return true;
       this.refused([id], 1, update ? 'fail' : 'release', scope.total);
       this.logger.warn(`Outbox ${what} of event ${id} rejected: its lease expired and another claim took it`);
       return false;

@@ -2,6 +2,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { OutboxMetricsOptions, ResolvedMetricsOptions } from './outbox-metrics.interface';
 import type { OutboxDeadLetterRecord, RecordedOutboxMessage } from './outbox-message.interface';
 import type { OutboxOrdering, ResolvedKeyOrder } from './outbox-ordering.interface';
+import type { OutboxTracer, OutboxTracingOptions } from './outbox-tracing.interface';
 import type { OutboxRoute, OutboxTransport } from './outbox-transport.interface';
 import type { OutboxWakeUpChannel } from './outbox-wake-up.interface';
 
@@ -129,6 +130,13 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
   redactError?: (text: string) => string;
   /** Metrics of deliveries and of the table's state (see the README's "Metrics"). Default: none. */
   metrics?: OutboxMetricsOptions;
+  /**
+   * OpenTelemetry tracing (see the README's "Tracing"): the publisher's trace context in each event's
+   * headers, a consumer span per delivery attempt, the context forwarded by transports. Default: on
+   * when `@opentelemetry/api` is installed (it records once the application registers a tracer
+   * provider); `true` or an object requires the package; `false` turns it off.
+   */
+  tracing?: boolean | OutboxTracingOptions;
 }
 
 export interface ResolvedOutboxOptions {
@@ -150,6 +158,8 @@ export interface ResolvedOutboxOptions {
   redactError: (text: string) => string;
   /** Undefined without the `metrics` option. */
   metrics: ResolvedMetricsOptions | undefined;
+  /** Undefined when tracing is off. */
+  tracing: OutboxTracer | undefined;
   /**
    * Set only by `OutboxTesting.override()`: failures are due again at once (no backoff, no
    * Retry-After), and every handler call is reported to `handlerCalled`.

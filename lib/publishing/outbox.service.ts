@@ -52,10 +52,13 @@ export class OutboxService {
       throw new OutboxValidationError('items', `publishMany expects an array of events, got ${typeof items}`);
     }
     knownKeys('options', options, ['manager'], ARGUMENT);
+    // The caller's trace context, captured here: never at delivery, which runs in another's.
+    const { tracing } = this.options;
+    const capture = tracing ? (headers: unknown) => tracing.capture(headers) : undefined;
     const events = items.map((item, index) => {
       try {
         knownKeys('event', item, ITEM_KEYS, ARGUMENT);
-        return validateEvent(item, this.options.maxPayloadBytes);
+        return validateEvent(item, this.options.maxPayloadBytes, capture);
       } catch (error) {
         if (error instanceof OutboxValidationError && items.length > 1) {
           error.message = `${error.message} (publishMany item ${index})`;

@@ -121,12 +121,17 @@ function validateSchedule(delayMs: unknown, availableAt: unknown): { delayMs: nu
   return { delayMs, availableAt: null };
 }
 
-export function validateEvent(item: PublishManyItem, maxPayloadBytes: number): ValidatedEvent {
+export function validateEvent(
+  item: PublishManyItem,
+  maxPayloadBytes: number,
+  /** The trace context of the publisher, added to the event's headers (see `OutboxTracer.capture`). */
+  capture?: (headers: unknown) => unknown,
+): ValidatedEvent {
   const topic = validateTopic(item.topic);
   const key = validateKey('key', item.key);
   const dedupeKey = validateKey('dedupeKey', item.dedupeKey);
   const payloadJson = serialisePayload(item.payload, maxPayloadBytes);
-  const headers = validateHeaders(item.headers);
+  const headers = validateHeaders(capture ? capture(item.headers) : item.headers);
   const schedule = validateSchedule(item.delayMs, item.availableAt);
   return {
     topic,

@@ -6,6 +6,9 @@ import { parseWebhookUrl, resolveWebhookOptions, type WebhookTransportOptions } 
 import { judgeResponse } from './webhook-response';
 import { signWebhookBody } from './webhook-signature';
 
+/** W3C Trace Context and Baggage: the event's headers of those names are sent as HTTP headers too. */
+const TRACE_HEADERS = ['traceparent', 'tracestate', 'baggage'];
+
 /** The JSON body of every webhook request, serialised with the keys in this order. */
 export interface WebhookEnvelope<T = unknown> {
   id: string;
@@ -24,7 +27,8 @@ export interface WebhookEnvelope<T = unknown> {
  * Request: `POST <url>` with a {@link WebhookEnvelope} body and the headers `Content-Type:
  * application/json`, `Idempotency-Key: <event id>` (the same on every attempt: receivers drop
  * duplicates by it), `X-Outbox-Topic`, `X-Outbox-Attempt`, `X-Outbox-Key` (when the event has a key),
- * the configured static headers, and with a `secret` the signature header.
+ * `traceparent`, `tracestate` and `baggage` (when the event's headers have them: with tracing, the
+ * delivery's trace context), the configured static headers, and with a `secret` the signature header.
  *
  * Signature: `X-Outbox-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>` where the HMAC is computed with
  * `secret` over the UTF-8 bytes of `<t>` + `.` + `<raw request body>`. To verify, recompute it over the
@@ -70,6 +74,11 @@ export class WebhookTransport implements OutboxTransport {
       'X-Outbox-Attempt': String(message.attempt),
     };
     if (message.key !== null && message.key !== undefined) headers['X-Outbox-Key'] = message.key;
+    // The trace context, so the receiver continues the trace (the attempt's span, with tracing on).
+    for (const name of TRACE_HEADERS) {
+      const value = message.headers?.[name];
+      if (typeof value === 'string') headers[name] = value;
+    }
     if (this.secret !== undefined) {
       headers[this.signatureHeader] = signWebhookBody(body, this.secret);
     }

@@ -1,0 +1,39 @@
+/** The `tracing` option, as an object (see the README's "Tracing"). */
+export interface OutboxTracingOptions {
+  /**
+   * `true`: each delivery attempt's span starts a trace of its own, linked to the span that published
+   * the event, instead of continuing the publisher's trace as its child. For events delivered long
+   * after the request that published them, where one trace would span hours. Default `false`.
+   */
+  link?: boolean;
+}
+
+/** What the outbox traces with, once its option is resolved (internal). */
+export interface OutboxTracer {
+  /** At publish: `headers` with the caller's active trace context added (its own values kept). */
+  capture(headers: unknown): unknown;
+  /** Starts the span of one delivery attempt of `event`, from the context captured at publish. */
+  startAttempt(event: TracedEvent): OutboxAttemptSpan;
+  /** `headers` with the active context in place of the one they carry: what a transport forwards. */
+  forward(headers: Record<string, string>): Record<string, string>;
+}
+
+/** What a delivery attempt's span is made from. */
+export interface TracedEvent {
+  readonly id: string;
+  readonly topic: string;
+  readonly headers: Record<string, string>;
+  readonly attempts: number;
+}
+
+/** How an attempt ended, as its span's `outbox.outcome` says. */
+export type OutboxAttemptOutcome = 'success' | 'retried' | 'dead-lettered' | 'lease-lost' | 'not-recorded';
+
+/** The span of one delivery attempt (internal). */
+export interface OutboxAttemptSpan {
+  /** Runs `fn` with the span active: the handler's spans, and what it publishes, nest under it. */
+  run<T>(fn: () => T): T;
+  /** Records a target's error on the span (redacted as everything the outbox reports of errors). */
+  failed(target: string, error: unknown): void;
+  end(outcome: OutboxAttemptOutcome): void;
+}

@@ -1,0 +1,158 @@
+import type * as Otel from '@opentelemetry/api';
+import { OutboxConfigurationError } from '../errors/outbox.errors';
+import type {
+  OutboxAttemptOutcome,
+  OutboxAttemptSpan,
+  OutboxTracer,
+  TracedEvent,
+} from '../interfaces/outbox-tracing.interface';
+import { describeError } from '../utils/describe-error';
+import { describeValue } from '../utils/describe-value';
+import { booleanOption, isPlainObject, optionSection } from '../utils/option-checks';
+import { redactSecrets } from '../utils/redact';
+
+type OtelApi = typeof Otel;
+
+/** The instrumentation scope of the outbox's spans. */
+export const OUTBOX_TRACER_NAME = 'nestjs-typeorm-outbox';
+
+/**
+ * The `tracing` option resolved: an OpenTelemetry tracer, or undefined (off). Without the option, on
+ * when `@opentelemetry/api` is installed — it traces only once the application registers a tracer
+ * provider, and costs next to nothing before — and off when it is not; `true` or an object requires it.
+ */
+export function resolveTracing(value: unknown, redact: (text: string) => string): OutboxTracer | undefined {
+  if (value === false) return undefined;
+  if (value === undefined) {
+    const api = loadOpenTelemetry(false);
+    return api && new OpenTelemetryTracer(api, false, redact);
+  }
+  if (value !== true && !isPlainObject(value)) {
+    throw new OutboxConfigurationError(
+      'tracing',
+      `expected true, false or an object such as { link: true }, got ${describeValue(value)}`,
+    );
+  }
+  const link =
+    value === true ? false : booleanOption('tracing.link', optionSection('tracing', value, ['link']).link, false);
+  return new OpenTelemetryTracer(loadOpenTelemetry(true)!, link, redact);
+}
+
+function loadOpenTelemetry(required: boolean): OtelApi | undefined {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded only when installed
+    return require('@opentelemetry/api') as OtelApi;
+  } catch (error) {
+    if (!required && (error as { code?: string }).code === 'MODULE_NOT_FOUND') return undefined;
+    throw new OutboxConfigurationError(
+      'tracing',
+      `needs the @opentelemetry/api package, which could not be loaded (npm install @opentelemetry/api): ${String(error)}`,
+    );
+  }
+}
+
+/**
+ * Traces through the OpenTelemetry API: the publisher's context travels in the event's headers (the
+ * propagators the application registered write it: W3C `traceparent`, `tracestate` and `baggage` by
+ * default), and each delivery attempt is a consumer span continuing it.
+ */
+class OpenTelemetryTracer implements OutboxTracer {
+  private readonly tracer: Otel.Tracer;
+
+  constructor(
+    private readonly api: OtelApi,
+    private readonly link: boolean,
+    private readonly redact: (text: string) => string,
+  ) {
+    // A proxy until the application registers a provider: it follows the provider registered later.
+    this.tracer = api.trace.getTracer(OUTBOX_TRACER_NAME);
+  }
+
+  capture(headers: unknown): unknown {
+    const carrier: Record<string, string> = {};
+    this.api.propagation.inject(this.api.context.active(), carrier);
+    // Nothing to carry (no active trace, or no propagator registered): the headers as given.
+    for (const _ in carrier) {
+      if (headers === undefined || headers === null) return carrier;
+      // Not an object: the validation that follows says so. The publisher's own values win.
+      return typeof headers === 'object' && !Array.isArray(headers) ? { ...carrier, ...headers } : headers;
+    }
+    return headers;
+  }
+
+  startAttempt(event: TracedEvent): OutboxAttemptSpan {
+    const { api } = this;
+    const captured = api.propagation.extract(api.ROOT_CONTEXT, event.headers);
+    const publisher = this.link ? api.trace.getSpanContext(captured) : undefined;
+    // Linked: a trace of its own (the baggage carried on).
+    const parent = this.link ? api.trace.deleteSpan(captured) : captured;
+    const span = this.tracer.startSpan(
+      `${event.topic} process`,
+      {
+        kind: api.SpanKind.CONSUMER,
+        attributes: {
+          'messaging.system': 'outbox',
+          'messaging.operation.type': 'process',
+          'messaging.operation.name': 'process',
+          'messaging.destination.name': event.topic,
+          'messaging.message.id': event.id,
+          'outbox.attempt': event.attempts,
+        },
+        links: publisher ? [{ context: publisher }] : undefined,
+      },
+      parent,
+    );
+    return new AttemptSpan(api, span, api.trace.setSpan(parent, span), this.redact);
+  }
+
+  forward(headers: Record<string, string>): Record<string, string> {
+    const carrier = { ...headers };
+    this.api.propagation.inject(this.api.context.active(), carrier);
+    return carrier;
+  }
+}
+
+class AttemptSpan implements OutboxAttemptSpan {
+  private firstError: { type: string; message: string } | undefined;
+
+  constructor(
+    private readonly api: OtelApi,
+    private readonly span: Otel.Span,
+    private readonly context: Otel.Context,
+    private readonly redact: (text: string) => string,
+  ) {}
+
+  run<T>(fn: () => T): T {
+    return this.api.context.with(this.context, fn);
+  }
+
+  failed(target: string, error: unknown): void {
+    if (!this.span.isRecording()) return;
+    const type = errorType(error);
+    // The texts the outbox stores and logs: secrets redacted, then the application's redactError.
+    const message = this.redact(describeError(error));
+    const stack = (error as { stack?: unknown } | null)?.stack;
+    this.span.addEvent('exception', {
+      'exception.type': type,
+      'exception.message': message,
+      ...(typeof stack === 'string' ? { 'exception.stacktrace': this.redact(redactSecrets(stack)) } : {}),
+      'outbox.target': target,
+    });
+    this.firstError ??= { type, message };
+  }
+
+  end(outcome: OutboxAttemptOutcome): void {
+    const { span } = this;
+    span.setAttribute('outbox.outcome', outcome);
+    if (outcome !== 'success') {
+      span.setAttribute('error.type', this.firstError?.type ?? outcome);
+      span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: this.firstError?.message ?? outcome });
+    }
+    span.end();
+  }
+}
+
+function errorType(error: unknown): string {
+  const name = (error as { name?: unknown } | null)?.name;
+  return typeof name === 'string' && name !== '' ? name : typeof error;
+}

@@ -1,0 +1,321 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Controller, Injectable, Param, Post } from '@nestjs/common';
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  OutboxConfigurationError,
+  OutboxHandler,
+  OutboxModule,
+  OutboxNonRetryableError,
+  OutboxService,
+  WebhookTransport,
+  type OutboxMessage,
+} from '../../../lib';
+import { backends, type BackendName } from '../../fixtures/backends';
+import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { parentOf, parseTraceparent, registerTracing } from '../../fixtures/tracing';
+
+const tracing = registerTracing();
+afterAll(() => tracing.close());
+const tracer = trace.getTracer('test-app');
+
+/** The running test app, for the controller and handlers that publish through its transaction host. */
+@Injectable()
+class AppRef {
+  current!: TestApp;
+}
+
+/** What a request publishes, by the path's topic: the request's own span is a SERVER span, as HTTP instrumentation makes. */
+@Controller('publish')
+class PublishController {
+  constructor(private readonly app: AppRef) {}
+
+  @Post(':topic/:n')
+  publish(@Param('topic') topic: string, @Param('n') n: string) {
+    return tracer.startActiveSpan(`POST /publish/${topic}`, { kind: SpanKind.SERVER }, async (span) => {
+      try {
+        const { id } = await this.app.current.txHost.withTransaction(() =>
+          this.app.current.outbox.publish(topic, { n: Number(n) }),
+        );
+        return { id, traceId: span.spanContext().traceId, spanId: span.spanContext().spanId };
+      } finally {
+        span.end();
+      }
+    });
+  }
+}
+
+@Injectable()
+class Handlers {
+  flakyCalls = 0;
+  constructor(
+    private readonly app: AppRef,
+    private readonly outbox: OutboxService,
+  ) {}
+
+  /** Does its own traced work, and publishes a follow-up inside it. */
+  @OutboxHandler('order.placed')
+  async placed(message: OutboxMessage<{ n: number }>) {
+    await tracer.startActiveSpan('charge card', async (span) => {
+      await this.app.current.txHost.withTransaction(() =>
+        this.outbox.publish('order.charged', { n: message.payload.n }),
+      );
+      span.end();
+    });
+  }
+
+  @OutboxHandler('order.charged')
+  charged() {}
+
+  @OutboxHandler('order.flaky')
+  flaky() {
+    if (++this.flakyCalls === 1) throw new Error('card service said password=hunter2');
+  }
+
+  @OutboxHandler('order.doomed')
+  doomed() {
+    throw new OutboxNonRetryableError('no such order');
+  }
+}
+
+/** A webhook receiver: the headers of every request. */
+function receiver() {
+  const seen: IncomingHttpHeaders[] = [];
+  const server: Server = createServer((req, res) => {
+    seen.push(req.headers);
+    req.resume();
+    req.on('end', () => res.writeHead(204).end());
+  });
+  return {
+    seen,
+    listen: () =>
+      new Promise<string>((resolve) =>
+        server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`)),
+      ),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The headers of an event as stored (a JSON text, or PostgreSQL's jsonb). */
+async function headersOf(app: TestApp, id: string): Promise<Record<string, string>> {
+  const { headers } = (await outboxRows(app)).find((r) => r.id === id)!;
+  return (typeof headers === 'string' ? JSON.parse(headers) : headers) as Record<string, string>;
+}
+
+const processSpans = (topic: string) => tracing.named(`${topic} process`);
+const attrs = (span: ReadableSpan) => span.attributes;
+
+describe.each(backends())('tracing on %s', (backend: BackendName) => {
+  let app: TestApp;
+  let handlers: Handlers;
+  const hook = receiver();
+
+  beforeAll(async () => {
+    const url = await hook.listen();
+    app = await createTestApp({
+      backend,
+      providers: [AppRef, Handlers],
+      controllers: [PublishController],
+      outbox: {
+        retry: { maxAttempts: 3, initialDelayMs: 0, maxDelayMs: 0 },
+        transports: [new WebhookTransport('hooks', { url })],
+        routes: [{ topic: 'order.shipped', transport: 'hooks' }],
+      },
+    });
+    app.module.get(AppRef).current = app;
+    handlers = app.module.get(Handlers);
+  });
+  afterAll(async () => {
+    await app.dispose();
+    await hook.close();
+  });
+  beforeEach(() => tracing.exporter.reset());
+
+  const storedHeaders = (id: string) => headersOf(app, id);
+  const request = async (topic: string, n = 1) => {
+    const response = await fetch(`${app.url}/publish/${topic}/${n}`, { method: 'POST' });
+    expect(response.status).toBe(201);
+    return (await response.json()) as { id: string; traceId: string; spanId: string };
+  };
+
+  it("a request's span → publish() → the attempt's span → the handler's spans and what it publishes, one trace", async () => {
+    const published = await request('order.placed');
+    // Captured at publish, in the event's headers: the request's span is the parent.
+    expect(parseTraceparent((await storedHeaders(published.id)).traceparent)).toEqual({
+      traceId: published.traceId,
+      spanId: published.spanId,
+    });
+    await app.worker.drain();
+
+    const [attempt] = processSpans('order.placed');
+    expect(attempt.spanContext().traceId).toBe(published.traceId);
+    expect(parentOf(attempt)).toBe(published.spanId);
+    expect(attempt.kind).toBe(SpanKind.CONSUMER);
+    expect(attrs(attempt)).toEqual({
+      'messaging.system': 'outbox',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.destination.name': 'order.placed',
+      'messaging.message.id': published.id,
+      'outbox.attempt': 1,
+      'outbox.outcome': 'success',
+    });
+    expect(attempt.status.code).toBe(SpanStatusCode.UNSET);
+    expect(attempt.instrumentationScope.name).toBe('nestjs-typeorm-outbox');
+
+    const [charge] = tracing.named('charge card');
+    expect(charge.spanContext().traceId).toBe(published.traceId);
+    expect(parentOf(charge)).toBe(attempt.spanContext().spanId);
+    // Published inside the handler's span: its delivery continues from there.
+    const [followUp] = processSpans('order.charged');
+    expect(followUp.spanContext().traceId).toBe(published.traceId);
+    expect(parentOf(followUp)).toBe(charge.spanContext().spanId);
+  });
+
+  it("two requests publishing at once: each event in its own request's trace", async () => {
+    const [a, b] = await Promise.all([request('order.charged', 1), request('order.charged', 2)]);
+    expect(a.traceId).not.toBe(b.traceId);
+    await app.worker.drain();
+    const byId = new Map(processSpans('order.charged').map((s) => [attrs(s)['messaging.message.id'], s]));
+    for (const r of [a, b]) {
+      expect(byId.get(r.id)!.spanContext().traceId).toBe(r.traceId);
+      expect(parentOf(byId.get(r.id)!)).toBe(r.spanId);
+    }
+  });
+
+  it('a retried event: one span per attempt, the failure recorded (redacted) on the first', async () => {
+    handlers.flakyCalls = 0;
+    const published = await request('order.flaky');
+    await app.worker.drain();
+    await app.worker.drain();
+    const spans = processSpans('order.flaky').sort(
+      (x, y) => Number(attrs(x)['outbox.attempt']) - Number(attrs(y)['outbox.attempt']),
+    );
+    expect(spans.map((s) => [attrs(s)['outbox.attempt'], attrs(s)['outbox.outcome']])).toEqual([
+      [1, 'retried'],
+      [2, 'success'],
+    ]);
+    for (const span of spans) {
+      expect(span.spanContext().traceId).toBe(published.traceId);
+      expect(parentOf(span)).toBe(published.spanId);
+    }
+    const [failed, succeeded] = spans;
+    expect(failed.status).toEqual({
+      code: SpanStatusCode.ERROR,
+      message: 'Error: card service said password=[redacted]',
+    });
+    expect(attrs(failed)['error.type']).toBe('Error');
+    expect(failed.events).toHaveLength(1);
+    expect(failed.events[0].name).toBe('exception');
+    expect(failed.events[0].attributes).toMatchObject({
+      'exception.type': 'Error',
+      'exception.message': 'Error: card service said password=[redacted]',
+      'outbox.target': 'Handlers.flaky',
+    });
+    expect(String(failed.events[0].attributes!['exception.stacktrace'])).toContain('password=[redacted]');
+    expect(JSON.stringify(failed.events)).not.toContain('hunter2');
+    expect(succeeded.status.code).toBe(SpanStatusCode.UNSET);
+    expect(succeeded.events).toEqual([]);
+  });
+
+  it('a dead-lettered event: its span says so, with the error', async () => {
+    await request('order.doomed');
+    await app.worker.drain();
+    const [span] = processSpans('order.doomed');
+    expect(attrs(span)).toMatchObject({ 'outbox.outcome': 'dead-lettered', 'error.type': 'OutboxNonRetryableError' });
+    expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'OutboxNonRetryableError: no such order' });
+  });
+
+  it("a webhook receiver gets the attempt's span as its traceparent", async () => {
+    hook.seen.length = 0;
+    const published = await request('order.shipped');
+    await app.worker.drain();
+    const [attempt] = processSpans('order.shipped');
+    expect(hook.seen).toHaveLength(1);
+    expect(parseTraceparent(hook.seen[0].traceparent as string)).toEqual({
+      traceId: published.traceId,
+      spanId: attempt.spanContext().spanId,
+    });
+    // The event's own headers, as stored, still carry the publisher's context.
+    expect(parseTraceparent((await storedHeaders(published.id)).traceparent).spanId).toBe(published.spanId);
+  });
+
+  it('outside any trace: no context in the headers, and the attempt starts a trace of its own', async () => {
+    const { id } = await app.txHost.withTransaction(() =>
+      app.outbox.publish('order.charged', { n: 3 }, { headers: { a: 'b' } }),
+    );
+    expect(await storedHeaders(id)).toEqual({ a: 'b' });
+    await app.worker.drain();
+    const [span] = processSpans('order.charged');
+    expect(parentOf(span)).toBeUndefined();
+  });
+
+  it('keeps a traceparent the publisher set itself', async () => {
+    const own = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const { id, traceId } = await tracer.startActiveSpan('job', async (span) => {
+      const result = await app.txHost.withTransaction(() =>
+        app.outbox.publish('order.charged', { n: 4 }, { headers: { traceparent: own } }),
+      );
+      span.end();
+      return { ...result, traceId: span.spanContext().traceId };
+    });
+    expect(traceId).not.toBe('0af7651916cd43dd8448eb211c80319c');
+    expect((await storedHeaders(id)).traceparent).toBe(own);
+  });
+});
+
+describe('the tracing option', () => {
+  afterEach(() => tracing.exporter.reset());
+
+  it('link: the attempt starts a trace of its own, linked to the publishing span', async () => {
+    const app = await createTestApp({
+      backend: 'better-sqlite3',
+      providers: [AppRef, Handlers],
+      outbox: { tracing: { link: true } },
+    });
+    try {
+      const published = await tracer.startActiveSpan('job', async (span) => {
+        await app.txHost.withTransaction(() => app.outbox.publish('order.charged', { n: 1 }));
+        span.end();
+        return span.spanContext();
+      });
+      await app.worker.drain();
+      const [attempt] = processSpans('order.charged');
+      expect(parentOf(attempt)).toBeUndefined();
+      expect(attempt.spanContext().traceId).not.toBe(published.traceId);
+      expect(attempt.links.map((l) => l.context)).toEqual([
+        expect.objectContaining({ traceId: published.traceId, spanId: published.spanId }),
+      ]);
+    } finally {
+      await app.dispose();
+    }
+  });
+
+  it('false: nothing captured, no span', async () => {
+    const app = await createTestApp({
+      backend: 'better-sqlite3',
+      providers: [AppRef, Handlers],
+      outbox: { tracing: false },
+    });
+    try {
+      const id = await tracer.startActiveSpan('job', async (span) => {
+        const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.charged', { n: 1 }));
+        span.end();
+        return id;
+      });
+      await app.worker.drain();
+      expect(await headersOf(app, id)).toEqual({});
+      expect(processSpans('order.charged')).toEqual([]);
+      expect(tracing.named('job')).toHaveLength(1);
+    } finally {
+      await app.dispose();
+    }
+  });
+
+  it('refuses what it does not know, with a typed error', () => {
+    expect(() => OutboxModule.forRoot({ tracing: 'on' as never })).toThrow(OutboxConfigurationError);
+    expect(() => OutboxModule.forRoot({ tracing: { parent: true } as never })).toThrow(/tracing/);
+    expect(() => OutboxModule.forRoot({ tracing: { link: 'yes' } as never })).toThrow(/tracing\.link/);
+  });
+});
