@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, it } from 'node:test';
+import { context, propagation, trace } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { Registry } from 'prom-client';
+import { BACKENDS } from '../support/databases.mjs';
+import { handlerClass, startApp } from '../support/app.mjs';
+
+class Orders {
+  async placed() {
+    await trace.getTracer('compat').startActiveSpan('charge card', async (span) => span.end());
+  }
+}
+handlerClass(Orders, 'placed', 'order.placed');
+
+const exporter = new InMemorySpanExporter();
+const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+
+for (const backend of BACKENDS) {
+  describe(`tracing and Prometheus metrics on NestJS 12 on ${backend}`, () => {
+    let app;
+    before(() => provider.register());
+    after(async () => {
+      await provider.forceFlush();
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    });
+    afterEach(() => app?.dispose());
+
+    it("continues the publisher's trace into the handler, and counts the delivery", async () => {
+      exporter.reset();
+      const registry = new Registry();
+      app = await startApp(backend, {
+        providers: [Orders],
+        outbox: { worker: { enabled: false }, metrics: { prometheus: registry } },
+      });
+      const publisher = await trace.getTracer('compat').startActiveSpan('POST /orders', async (span) => {
+        await app.txHost.withTransaction(() => app.outbox.publish('order.placed', { n: 1 }));
+        span.end();
+        return span.spanContext();
+      });
+      assert.equal((await app.worker.drain()).delivered, 1);
+
+      const [attempt] = exporter.getFinishedSpans().filter((s) => s.name === 'order.placed process');
+      assert.equal(attempt.spanContext().traceId, publisher.traceId);
+      assert.equal(attempt.parentSpanContext?.spanId, publisher.spanId);
+      assert.equal(attempt.attributes['outbox.outcome'], 'success');
+      const [charge] = exporter.getFinishedSpans().filter((s) => s.name === 'charge card');
+      assert.equal(charge.parentSpanContext?.spanId, attempt.spanContext().spanId);
+
+      const text = await registry.metrics();
+      assert.match(text, /^outbox_deliveries_total\{topic="order\.placed",outcome="delivered"\} 1$/m);
+      assert.match(text, /^outbox_events_published_total\{topic="order\.placed"\} 1$/m);
+    });
+  });
+}
