@@ -11,6 +11,9 @@ type WithoutAt<E> = E extends unknown ? Omit<E, 'at'> : never;
 /** An event as its emitter builds it: `at` is added on emission. */
 export type OutboxLifecycleEventInput = WithoutAt<OutboxLifecycleEvent>;
 
+/** What the outbox's metrics read events with (see `OutboxEvents.addMeter`); it must not keep them. */
+export type OutboxMeter = (event: OutboxLifecycleEventInput) => void;
+
 /**
  * The lifecycle of this outbox's events, as a stream (see `OutboxLifecycleEvent`). One per
  * `OutboxModule`; inject it where the module is visible.
@@ -46,11 +49,30 @@ export class OutboxEvents {
 
   /** Whether anyone listens. Emitters check it before building an event, so that none costs anything. */
   get observed(): boolean {
-    return this.subject.observed;
+    return this.meters.length > 0 || this.subject.observed;
   }
+
+  /**
+   * The outbox's own metrics: each gets every event as its emitter built it, before and without the
+   * stream (no copy, no timestamp, no subscriber chain: the cost of a metric per delivery stays that of
+   * the metric). Returns the function that takes it off.
+   */
+  addMeter(meter: OutboxMeter): () => void {
+    this.meters = [...this.meters, meter];
+    return () => (this.meters = this.meters.filter((m) => m !== meter));
+  }
+  private meters: readonly OutboxMeter[] = [];
 
   /** For the outbox's own components. */
   emit(event: OutboxLifecycleEventInput): void {
+    for (const meter of this.meters) {
+      try {
+        meter(event);
+      } catch (error) {
+        this.subscriberFailed(error);
+      }
+    }
+    if (!this.subject.observed) return;
     // Every error an event carries passes the application's redactError on its way out.
     const cleaned =
       'error' in event && typeof event.error === 'string' ? { ...event, error: this.redact(event.error) } : event;

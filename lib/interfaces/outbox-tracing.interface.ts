@@ -12,8 +12,11 @@ export interface OutboxTracingOptions {
 export interface OutboxTracer {
   /** At publish: `headers` with the caller's active trace context added (its own values kept). */
   capture(headers: unknown): unknown;
-  /** Starts the span of one delivery attempt of `event`, from the context captured at publish. */
-  startAttempt(event: TracedEvent): OutboxAttemptSpan;
+  /**
+   * Starts the span of one delivery attempt of `event`, from the context captured at publish; none
+   * while the application has registered no tracer provider.
+   */
+  startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined;
   /** `headers` with the active context in place of the one they carry: what a transport forwards. */
   forward(headers: Record<string, string>): Record<string, string>;
 }

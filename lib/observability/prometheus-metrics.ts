@@ -1,12 +1,11 @@
 import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import type { Subscription } from 'rxjs';
 import { OUTBOX_OPTIONS } from '../outbox.constants';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxPrometheusRegistry } from '../interfaces/outbox-metrics.interface';
 import type { OutboxStats } from '../interfaces/outbox-operations.interface';
 import { OutboxEvents } from '../events/outbox-events';
-import type { OutboxLifecycleEvent } from '../events/lifecycle-event';
+import type { OutboxLifecycleEventInput } from '../events/outbox-events';
 import { OutboxOperations } from '../operations/outbox-operations.service';
 import { describeError } from '../utils/describe-error';
 import { RedactingLogger } from '../utils/redacting-logger';
@@ -55,7 +54,7 @@ const STATE_GAUGES: Record<string, [help: string, read: (s: OutboxStats) => numb
  */
 @Injectable()
 export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
-  private subscription: Subscription | undefined;
+  private removeMeter: (() => void) | undefined;
   private registry: OutboxPrometheusRegistry | undefined;
   private readonly names: string[] = [];
   private stats: { at: number; value: Promise<OutboxStats | undefined> } | undefined;
@@ -82,7 +81,7 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
         `the registry already holds ${taken} (another OutboxModule's?): give each outbox a registry of its own`,
       );
     }
-    this.subscription = this.events.events$.subscribe(this.recorder(client, registry));
+    this.removeMeter = this.events.addMeter(this.recorder(client, registry));
     for (const [name, [help, read]] of Object.entries(STATE_GAUGES)) {
       const gauge: { set(value: number): void } = new client.Gauge({
         name,
@@ -98,12 +97,12 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
   }
 
   onModuleDestroy(): void {
-    this.subscription?.unsubscribe();
+    this.removeMeter?.();
     for (const name of this.names) this.registry?.removeSingleMetric(name);
   }
 
   /** Counts and times what the lifecycle stream reports. */
-  private recorder(client: PromClient, registry: OutboxPrometheusRegistry): (event: OutboxLifecycleEvent) => void {
+  private recorder(client: PromClient, registry: OutboxPrometheusRegistry): (event: OutboxLifecycleEventInput) => void {
     const metric = <T>(Kind: new (config: Record<string, unknown>) => T, config: Record<string, unknown>): T => {
       this.names.push(String(config.name));
       return new Kind({ ...config, registers: [registry] });

@@ -58,6 +58,8 @@ function loadOpenTelemetry(required: boolean): OtelApi | undefined {
  */
 class OpenTelemetryTracer implements OutboxTracer {
   private readonly tracer: Otel.Tracer;
+  /** What the API's provider delegates to while no SDK is registered. */
+  private readonly noProvider: unknown;
 
   constructor(
     private readonly api: OtelApi,
@@ -66,6 +68,16 @@ class OpenTelemetryTracer implements OutboxTracer {
   ) {
     // A proxy until the application registers a provider: it follows the provider registered later.
     this.tracer = api.trace.getTracer(OUTBOX_TRACER_NAME);
+    this.noProvider = new api.ProxyTracerProvider().getDelegate();
+  }
+
+  /**
+   * Whether the application registered a tracer provider (it may do so after the module starts). Without
+   * one a span records nothing, so none is started: the API alone costs a delivery nothing.
+   */
+  private get registered(): boolean {
+    const provider = this.api.trace.getTracerProvider() as Partial<Otel.ProxyTracerProvider>;
+    return provider.getDelegate?.() !== this.noProvider;
   }
 
   capture(headers: unknown): unknown {
@@ -80,7 +92,8 @@ class OpenTelemetryTracer implements OutboxTracer {
     return headers;
   }
 
-  startAttempt(event: TracedEvent): OutboxAttemptSpan {
+  startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined {
+    if (!this.registered) return undefined;
     const { api } = this;
     const captured = api.propagation.extract(api.ROOT_CONTEXT, event.headers);
     const publisher = this.link ? api.trace.getSpanContext(captured) : undefined;

@@ -65,8 +65,12 @@ class Handlers {
     });
   }
 
+  /** The span each call ran in, if any. */
+  chargedIn: Array<string | undefined> = [];
   @OutboxHandler('order.charged')
-  charged() {}
+  charged() {
+    this.chargedIn.push(trace.getActiveSpan()?.spanContext().spanId);
+  }
 
   @OutboxHandler('order.flaky')
   flaky() {
@@ -288,6 +292,27 @@ describe('the tracing option', () => {
         expect.objectContaining({ traceId: published.traceId, spanId: published.spanId }),
       ]);
     } finally {
+      await app.dispose();
+    }
+  });
+
+  it('with the API but no tracer provider registered: no span; one registered later is used from then on', async () => {
+    const app = await createTestApp({ backend: 'better-sqlite3', providers: [AppRef, Handlers] });
+    const handlers = app.module.get(Handlers);
+    trace.disable();
+    try {
+      await app.txHost.withTransaction(() => app.outbox.publish('order.charged', { n: 1 }));
+      await app.worker.drain();
+      expect(handlers.chargedIn).toEqual([undefined]);
+      expect(tracing.spans()).toEqual([]);
+
+      trace.setGlobalTracerProvider(tracing.provider);
+      await app.txHost.withTransaction(() => app.outbox.publish('order.charged', { n: 2 }));
+      await app.worker.drain();
+      const [span] = processSpans('order.charged');
+      expect(handlers.chargedIn).toEqual([undefined, span.spanContext().spanId]);
+    } finally {
+      trace.setGlobalTracerProvider(tracing.provider);
       await app.dispose();
     }
   });
