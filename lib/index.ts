@@ -31,7 +31,12 @@ export {
   type OutboxHealthResult,
   type OutboxHealthThresholds,
 } from './observability/outbox-health.indicator';
-export type { OutboxMetricsOptions, OutboxPrometheusRegistry } from './interfaces/outbox-metrics.interface';
+export type {
+  OutboxMeterProvider,
+  OutboxMetricsOptions,
+  OutboxPrometheusRegistry,
+} from './interfaces/outbox-metrics.interface';
+export type { OutboxTracingOptions } from './interfaces/outbox-tracing.interface';
 export type {
   OutboxClaimedEvent,
   OutboxDeadLetteredEvent,

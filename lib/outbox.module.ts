@@ -23,6 +23,7 @@ import { OutboxEvents } from './events/outbox-events';
 import { TransportRegistry } from './transports/transport-registry';
 import { OutboxHealthIndicator } from './observability/outbox-health.indicator';
 import { OutboxPrometheusMetrics } from './observability/prometheus-metrics';
+import { OutboxOpenTelemetryMetrics } from './observability/opentelemetry-metrics';
 
 /** The module the builder made, with the provider of its resolved options. */
 function withResolvedOptions(module: DynamicModule, resolved: Provider): DynamicModule {
@@ -57,6 +58,7 @@ function withResolvedOptions(module: DynamicModule, resolved: Provider): Dynamic
     OutboxEvents,
     OutboxHealthIndicator,
     OutboxPrometheusMetrics,
+    OutboxOpenTelemetryMetrics,
   ],
   exports: [OutboxService, OutboxOperations, OutboxWorker, OutboxEvents, OutboxHealthIndicator],
 })

@@ -16,13 +16,26 @@ export interface OutboxMetricsOptions {
    */
   prometheus?: true | OutboxPrometheusRegistry;
   /**
+   * The OpenTelemetry metrics API (`@opentelemetry/api`, installed by the application): `true` reports
+   * to the global meter provider — register the SDK before the application starts — or give a
+   * `MeterProvider`.
+   */
+  openTelemetry?: true | OutboxMeterProvider;
+  /**
    * How long the gauges read from the database (`stats()`) are reused, in ms: a scrape within that
    * time of the last one costs no query. 0 to 60,000; default 5,000.
    */
   statsCacheMs?: number;
 }
 
+/** An OpenTelemetry `MeterProvider`, as far as the outbox uses one (it imports the API only when asked for). */
+export interface OutboxMeterProvider {
+  getMeter(name: string, version?: string): unknown;
+}
+
 export interface ResolvedMetricsOptions {
   prometheus: OutboxPrometheusRegistry | undefined;
+  /** `true`: the global provider, taken when the module starts. */
+  openTelemetry: true | OutboxMeterProvider | undefined;
   statsCacheMs: number;
 }

@@ -1,5 +1,9 @@
 import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { OutboxPrometheusRegistry, ResolvedMetricsOptions } from '../interfaces/outbox-metrics.interface';
+import type {
+  OutboxMeterProvider,
+  OutboxPrometheusRegistry,
+  ResolvedMetricsOptions,
+} from '../interfaces/outbox-metrics.interface';
 import { describeValue } from '../utils/describe-value';
 import { integerOption, isPlainObject, optionSection } from '../utils/option-checks';
 
@@ -14,9 +18,10 @@ export function resolveMetrics(value: unknown): ResolvedMetricsOptions | undefin
       `expected an object such as { prometheus: true }, got ${describeValue(value)}`,
     );
   }
-  const m = optionSection('metrics', value, ['prometheus', 'statsCacheMs']);
+  const m = optionSection('metrics', value, ['prometheus', 'openTelemetry', 'statsCacheMs']);
   return {
     prometheus: resolvePrometheus(m.prometheus),
+    openTelemetry: resolveOpenTelemetry(m.openTelemetry),
     statsCacheMs: integerOption('metrics.statsCacheMs', m.statsCacheMs, 5_000, 0, 60_000),
   };
 }
@@ -33,6 +38,32 @@ function resolvePrometheus(value: unknown): OutboxPrometheusRegistry | undefined
     );
   }
   return value as OutboxPrometheusRegistry;
+}
+
+function resolveOpenTelemetry(value: unknown): true | OutboxMeterProvider | undefined {
+  if (value === undefined || value === false) return undefined;
+  loadOpenTelemetryApi();
+  if (value === true) return true;
+  if (typeof (value as OutboxMeterProvider | null)?.getMeter !== 'function') {
+    throw new OutboxConfigurationError(
+      'metrics.openTelemetry',
+      `expected true (the global meter provider) or a MeterProvider, got ${describeValue(value)}`,
+    );
+  }
+  return value as OutboxMeterProvider;
+}
+
+/** `@opentelemetry/api`, for `metrics.openTelemetry`; a clear error when it is not installed. */
+export function loadOpenTelemetryApi(): typeof import('@opentelemetry/api') {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded only when asked for
+    return require('@opentelemetry/api') as typeof import('@opentelemetry/api');
+  } catch (error) {
+    throw new OutboxConfigurationError(
+      'metrics.openTelemetry',
+      `needs the @opentelemetry/api package, which could not be loaded (npm install @opentelemetry/api): ${String(error)}`,
+    );
+  }
 }
 
 /** The parts of `prom-client` the outbox uses. */

@@ -1,32 +1,8 @@
-import { Injectable } from '@nestjs/common';
 import { Histogram, Registry } from 'prom-client';
-import {
-  OutboxConfigurationError,
-  OutboxHandler,
-  OutboxModule,
-  OutboxNonRetryableError,
-  type OutboxMessage,
-} from '../../../lib';
+import { OutboxConfigurationError, OutboxModule } from '../../../lib';
 import { backends, type BackendName } from '../../fixtures/backends';
+import { MetricHandlers } from '../../fixtures/metric-handlers';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
-
-@Injectable()
-class Handlers {
-  @OutboxHandler('m.ok')
-  ok(_message: OutboxMessage): Promise<void> {
-    return Promise.resolve();
-  }
-
-  @OutboxHandler('m.flaky', { retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 } })
-  flaky(_message: OutboxMessage): Promise<void> {
-    return Promise.reject(new Error('the stock service is down'));
-  }
-
-  @OutboxHandler('m.doomed')
-  doomed(_message: OutboxMessage): Promise<void> {
-    return Promise.reject(new OutboxNonRetryableError('the order is gone'));
-  }
-}
 
 /** The samples of a registry's text exposition, by metric name and labels as written (`name{a="b"}`). */
 async function samples(registry: Registry): Promise<Map<string, number>> {
@@ -50,7 +26,7 @@ describe.each(backends())('Prometheus metrics on %s', (backend: BackendName) => 
   beforeAll(async () => {
     app = await createTestApp({
       backend,
-      providers: [Handlers],
+      providers: [MetricHandlers],
       outbox: { metrics: { prometheus: registry, statsCacheMs: 0 } },
     });
   });

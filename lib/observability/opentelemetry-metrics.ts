@@ -1,0 +1,126 @@
+import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type * as Otel from '@opentelemetry/api';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
+import { OutboxConfigurationError } from '../errors/outbox.errors';
+import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
+import type { OutboxMeterProvider } from '../interfaces/outbox-metrics.interface';
+import { OutboxEvents } from '../events/outbox-events';
+import { OutboxOperations } from '../operations/outbox-operations.service';
+import { cachedStats, DURATION_BUCKETS, meterOf, STATE_GAUGES, type MetricSink } from './metric-feed';
+import { loadOpenTelemetryApi } from './metrics-options';
+import { OUTBOX_TRACER_NAME } from './tracing';
+
+/** The providers an outbox reports to: two outboxes on one would add up under the same names. */
+const IN_USE = new WeakSet<object>();
+
+/**
+ * The outbox's metrics through the OpenTelemetry metrics API (the `metrics.openTelemetry` option),
+ * named and measured as OpenTelemetry names them: dotted names, units apart (`s`, `{event}`), the topic
+ * as `messaging.destination.name` and the outcome as `outbox.outcome` — no other attribute. Counters
+ * and histograms are fed by the lifecycle events; the gauges of the table's state are observed when a
+ * reader collects (one `stats()` per `metrics.statsCacheMs`). When the module closes it stops feeding
+ * them and observing (instruments cannot be taken off a meter).
+ */
+@Injectable()
+export class OutboxOpenTelemetryMetrics implements OnModuleInit, OnModuleDestroy {
+  private removeMeter: (() => void) | undefined;
+  private stopObserving: (() => void) | undefined;
+  private provider: object | undefined;
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    private readonly events: OutboxEvents,
+    private readonly operations: OutboxOperations,
+  ) {}
+
+  onModuleInit(): void {
+    const asked = this.options.metrics?.openTelemetry;
+    if (!asked) return;
+    const api = loadOpenTelemetryApi();
+    const provider: OutboxMeterProvider = asked === true ? api.metrics.getMeterProvider() : asked;
+    if (IN_USE.has(provider)) {
+      throw new OutboxConfigurationError(
+        'metrics.openTelemetry',
+        'another OutboxModule already reports to this meter provider: give each outbox a provider of its own',
+      );
+    }
+    IN_USE.add(provider);
+    this.provider = provider;
+    const meter = provider.getMeter(OUTBOX_TRACER_NAME) as Otel.Meter;
+    this.removeMeter = this.events.addMeter(meterOf(sink(meter)));
+
+    const stats = cachedStats(this.operations, this.options);
+    const gauges = STATE_GAUGES.map((definition) => ({
+      definition,
+      gauge: meter.createObservableGauge(`outbox.${definition.otel}`, {
+        description: definition.help,
+        unit: 'seconds' in definition ? 's' : definition.name === 'blocked_keys' ? '{key}' : '{event}',
+      }),
+    }));
+    // The state read when it cannot be: nothing observed (and a warning), the collection goes on.
+    const observe: Otel.BatchObservableCallback = async (observer) => {
+      const read = await stats();
+      if (read) for (const { definition, gauge } of gauges) observer.observe(gauge, definition.read(read));
+    };
+    const observables = gauges.map((g) => g.gauge);
+    meter.addBatchObservableCallback(observe, observables);
+    this.stopObserving = () => meter.removeBatchObservableCallback(observe, observables);
+  }
+
+  onModuleDestroy(): void {
+    this.removeMeter?.();
+    this.stopObserving?.();
+    if (this.provider) IN_USE.delete(this.provider);
+  }
+}
+
+function sink(meter: Otel.Meter): MetricSink {
+  const published = meter.createCounter('outbox.events.published', {
+    description: 'Events committed by publish()',
+    unit: '{event}',
+  });
+  const deliveries = meter.createCounter('outbox.deliveries', {
+    description: 'Delivery attempts by outcome: delivered, retried (a retry was scheduled), dead (dead-lettered)',
+    unit: '{attempt}',
+  });
+  const leasesLost = meter.createCounter('outbox.leases.lost', {
+    description: 'Events whose outcome was refused because their lease had expired',
+    unit: '{event}',
+  });
+  const advice = { explicitBucketBoundaries: DURATION_BUCKETS };
+  const handlerTime = meter.createHistogram('outbox.delivery.duration', {
+    description: 'One handler or route call, from its start to its end or timeout',
+    unit: 's',
+    advice,
+  });
+  const claimTime = meter.createHistogram('outbox.claim.duration', {
+    description: "A claim's statements, for the claims that leased events",
+    unit: 's',
+    advice,
+  });
+  const attributes = attributesByTopic();
+  return {
+    published: (topic) => published.add(1, attributes(topic)),
+    attemptEnded: (topic, outcome) => deliveries.add(1, attributes(topic, outcome)),
+    handlerRan: (topic, outcome, seconds) => handlerTime.record(seconds, attributes(topic, outcome)),
+    claimed: (seconds) => claimTime.record(seconds),
+    leasesLost: (count) => leasesLost.add(count),
+  };
+}
+
+/** The attributes of a topic (and outcome), each made once. */
+function attributesByTopic(): (topic: string, outcome?: string) => Otel.Attributes {
+  const made = new Map<string, Otel.Attributes>();
+  return (topic, outcome) => {
+    const id = outcome === undefined ? topic : `${outcome}\u0000${topic}`;
+    let attributes = made.get(id);
+    if (!attributes) {
+      attributes = {
+        'messaging.destination.name': topic,
+        ...(outcome === undefined ? {} : { 'outbox.outcome': outcome }),
+      };
+      made.set(id, attributes);
+    }
+    return attributes;
+  };
+}
