@@ -10,8 +10,11 @@ export interface OutboxTracingOptions {
 
 /** What the outbox traces with, once its option is resolved (internal). */
 export interface OutboxTracer {
-  /** At publish: `headers` with the caller's active trace context added (its own values kept). */
-  capture(headers: unknown): unknown;
+  /**
+   * At publish, once per call: what adds the caller's active trace context to an event's headers (its
+   * own values kept), or undefined when there is none to add.
+   */
+  capture(): ((headers: unknown) => unknown) | undefined;
   /**
    * Starts the span of one delivery attempt of `event`, from the context captured at publish; none
    * while the application has registered no tracer provider.

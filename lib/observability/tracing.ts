@@ -80,16 +80,18 @@ class OpenTelemetryTracer implements OutboxTracer {
     return provider.getDelegate?.() !== this.noProvider;
   }
 
-  capture(headers: unknown): unknown {
+  capture(): ((headers: unknown) => unknown) | undefined {
     const carrier: Record<string, string> = {};
     this.api.propagation.inject(this.api.context.active(), carrier);
-    // Nothing to carry (no active trace, or no propagator registered): the headers as given.
+    // Nothing to carry (no active trace, or no propagator registered): the headers stay as given.
     for (const _ in carrier) {
-      if (headers === undefined || headers === null) return carrier;
-      // Not an object: the validation that follows says so. The publisher's own values win.
-      return typeof headers === 'object' && !Array.isArray(headers) ? { ...carrier, ...headers } : headers;
+      return (headers) => {
+        if (headers === undefined || headers === null) return { ...carrier };
+        // Not an object: the validation that follows says so. The publisher's own values win.
+        return typeof headers === 'object' && !Array.isArray(headers) ? { ...carrier, ...headers } : headers;
+      };
     }
-    return headers;
+    return undefined;
   }
 
   startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined {

@@ -53,8 +53,7 @@ export class OutboxService {
     }
     knownKeys('options', options, ['manager'], ARGUMENT);
     // The caller's trace context, captured here: never at delivery, which runs in another's.
-    const { tracing } = this.options;
-    const capture = tracing ? (headers: unknown) => tracing.capture(headers) : undefined;
+    const capture = this.options.tracing?.capture();
     const events = items.map((item, index) => {
       try {
         knownKeys('event', item, ITEM_KEYS, ARGUMENT);

@@ -255,17 +255,23 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
     expect(parentOf(span)).toBeUndefined();
   });
 
-  it('keeps a traceparent the publisher set itself', async () => {
+  it("publishMany: every event carries the caller's context, except one that set its own traceparent", async () => {
     const own = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-    const { id, traceId } = await tracer.startActiveSpan('job', async (span) => {
-      const result = await app.txHost.withTransaction(() =>
-        app.outbox.publish('order.charged', { n: 4 }, { headers: { traceparent: own } }),
+    const { ids, context } = await tracer.startActiveSpan('job', async (span) => {
+      const results = await app.txHost.withTransaction(() =>
+        app.outbox.publishMany([
+          { topic: 'order.charged', payload: { n: 4 } },
+          { topic: 'order.charged', payload: { n: 5 }, headers: { traceparent: own } },
+          { topic: 'order.charged', payload: { n: 6 }, headers: { a: 'b' } },
+        ]),
       );
       span.end();
-      return { ...result, traceId: span.spanContext().traceId };
+      return { ids: results.map((r) => r.id), context: span.spanContext() };
     });
-    expect(traceId).not.toBe('0af7651916cd43dd8448eb211c80319c');
-    expect((await storedHeaders(id)).traceparent).toBe(own);
+    const [first, second, third] = await Promise.all(ids.map((id) => storedHeaders(id)));
+    expect(parseTraceparent(first.traceparent)).toEqual({ traceId: context.traceId, spanId: context.spanId });
+    expect(second).toEqual({ traceparent: own });
+    expect(third).toEqual({ traceparent: first.traceparent, a: 'b' });
   });
 });
 
