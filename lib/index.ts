@@ -122,3 +122,4 @@ export {
   OutboxUnsupportedDatabaseError,
   OutboxValidationError,
 } from './errors/outbox.errors';
+export { OutboxLogRecord, type OutboxLogFields } from './utils/log-record';

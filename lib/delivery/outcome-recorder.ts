@@ -4,7 +4,9 @@ import type { OutboxDeadLetterReason, OutboxLeaseLostEvent, OutboxReleaseReason 
 import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
+import { orderedKeys } from '../ordering/key-order';
 import { describeError } from '../utils/describe-error';
+import { aboutEvents } from '../utils/log-record';
 import type { ClaimScope, DeliveryState } from './delivery-state';
 import type { OutboxDrainResult } from './drain-result';
 import { deadLetterReason, decideFailure, storableError, undecodableError } from './failure-policy';
@@ -97,10 +99,8 @@ export class OutcomeRecorder {
     }
     scope.total.failed++;
     this.state.retryScheduled?.(retryDelayMs);
-    this.logger.warn(
-      `Outbox event ${id} (${topic}) attempt ${attempt} of ${maxAttempts} ` +
-        `failed; retrying in ${retryDelayMs} ms or later: ${errorText}`,
-    );
+    const text = `attempt ${attempt} of ${maxAttempts} failed; retrying in ${retryDelayMs} ms or later: ${errorText}`;
+    this.logger.warn(aboutEvents(`Outbox event ${id} (${topic}) ${text}`, { eventId: id, topic }));
     return 'retried';
   }
 
@@ -111,13 +111,14 @@ export class OutcomeRecorder {
   async skipDeadFronts(claim: ClaimResult): Promise<void> {
     const skipped = claim.deadLettered.filter((event) => this.skippedFront(event) !== undefined);
     if (skipped.length === 0) return;
+    const ids = skipped.map((event) => event.id);
     try {
       await this.store.moveFronts(
         skipped.map((event) => event.key!),
-        skipped.map((event) => event.id),
+        ids,
       );
     } catch (error) {
-      this.storeFailed('move of the key fronts after', skipped.map((e) => e.id).join(', '), error);
+      this.storeFailed('move of the key fronts after', ids, error);
     }
   }
 
@@ -125,7 +126,8 @@ export class OutcomeRecorder {
   private blocked(event: ClaimedEvent): void {
     if (event.seq === null || this.options.ordering.skipsDeadHead(event.topic)) return;
     const { id, topic, key } = event;
-    this.logger.warn(`Outbox key "${key}" blocked behind its dead head ${id} (${topic}): redrive or discard it`);
+    const text = `Outbox key "${key}" blocked behind its dead head ${id} (${topic}): redrive or discard it`;
+    this.logger.warn(aboutEvents(text, { eventId: id, topic }));
     if (this.events.observed) this.events.emit({ type: 'key.blocked', key: key!, id, topic });
   }
 
@@ -137,7 +139,7 @@ export class OutcomeRecorder {
   /** Whether a success may still be buffered for acknowledgement: not once shutdown has closed the worker. */
   mayAcknowledge(id: string): boolean {
     if (!this.state.closed) return true;
-    this.logger.warn(`Outbox acknowledgement of event ${id} skipped: the worker has shut down`);
+    this.logger.warn(aboutEvents(`Outbox acknowledgement of event ${id} skipped: the worker has shut down`, id));
     return false;
   }
 
@@ -148,10 +150,8 @@ export class OutcomeRecorder {
       scope.total.delivered += acknowledged;
       if (acknowledged < ids.length) {
         this.refused(ids, ids.length - acknowledged, 'acknowledge', scope.total);
-        this.logger.warn(
-          `Outbox acknowledgement of ${ids.length - acknowledged} of ${ids.length} event(s) rejected: ` +
-            'their lease expired and another claim took them',
-        );
+        const text = `Outbox acknowledgement of ${ids.length - acknowledged} of ${ids.length} event(s) rejected`;
+        this.logger.warn(aboutEvents(`${text}: their lease expired and another claim took them`, ids));
       } else if (this.events.observed) {
         const byId = new Map(batch.map((e) => [e.id, e]));
         for (const id of ids) {
@@ -160,7 +160,7 @@ export class OutcomeRecorder {
         }
       }
     } catch (error) {
-      this.storeFailed('acknowledgement', ids.join(', '), error);
+      this.storeFailed('acknowledgement', ids, error);
     }
   }
 
@@ -183,7 +183,7 @@ export class OutcomeRecorder {
       else if (this.events.observed) this.events.emit({ type: 'released', ids, uncounted: true, why });
       return released;
     } catch (error) {
-      this.storeFailed('release', ids.join(', '), error);
+      this.storeFailed('release', ids, error);
       return 0;
     }
   }
@@ -194,7 +194,7 @@ export class OutcomeRecorder {
     try {
       released = await this.store.release(id, token, false);
     } catch (error) {
-      this.storeFailed('release', id, error);
+      this.storeFailed('release', [id], error);
       return;
     }
     if (!released) this.refused([id], 1, 'release');
@@ -204,9 +204,9 @@ export class OutcomeRecorder {
   /** A lease renewal found `ids` no longer held: their handlers were aborted, their outcome is not written. */
   renewalLost(ids: string[], total: OutboxDrainResult): void {
     this.refused(ids, ids.length, 'renew', total);
+    const text = `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and another claim took`;
     this.logger.warn(
-      `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and another claim took ` +
-        'them; their handlers were aborted and their outcome will not be recorded',
+      aboutEvents(`${text} them; their handlers were aborted and their outcome will not be recorded`, ids),
     );
   }
 
@@ -219,10 +219,9 @@ export class OutcomeRecorder {
 
   /** A crash suspect (its previous attempt outlived its lease) runs alone, after the rest of its claim. */
   runsAlone(event: ClaimedEvent): void {
-    this.logger.log(
-      `Outbox event ${event.id} (${event.topic}): attempt ${event.attempts - 1} did not finish before its lease ` +
-        `expired; running attempt ${event.attempts} alone`,
-    );
+    const { id: eventId, topic, attempts } = event;
+    const text = `attempt ${attempts - 1} did not finish before its lease expired; running attempt ${attempts} alone`;
+    this.logger.log(aboutEvents(`Outbox event ${eventId} (${topic}): ${text}`, { eventId, topic }));
   }
 
   /**
@@ -237,7 +236,8 @@ export class OutcomeRecorder {
   ): Promise<boolean> {
     const what = update ? 'failure' : 'release';
     if (this.state.closed) {
-      this.logger.warn(`Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`);
+      const text = `Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`;
+      this.logger.warn(aboutEvents(text, id));
       return false;
     }
     try {
@@ -246,10 +246,11 @@ export class OutcomeRecorder {
         : await this.store.release(id, scope.token, true);
       if (written) return true;
       this.refused([id], 1, update ? 'fail' : 'release', scope.total);
-      this.logger.warn(`Outbox ${what} of event ${id} rejected: its lease expired and another claim took it`);
+      const text = `Outbox ${what} of event ${id} rejected: its lease expired and another claim took it`;
+      this.logger.warn(aboutEvents(text, id));
       return false;
     } catch (error) {
-      this.storeFailed(what, id, error);
+      this.storeFailed(what, [id], error);
       return false;
     }
   }
@@ -285,16 +286,12 @@ export class OutcomeRecorder {
       const { id, topic, attempts: attempt } = event;
       this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason });
     }
-    this.logger.error(`Dead-lettered outbox event ${event.id}${where}: ${error}`);
+    const text = `Dead-lettered outbox event ${event.id}${where}: ${error}`;
+    this.logger.error(aboutEvents(text, { eventId: event.id, topic: event.topic }));
   }
 
-  private storeFailed(what: string, id: string, error: unknown): void {
-    this.logger.error(`Outbox ${what} of event ${id} failed; its lease will expire: ${describeError(error)}`);
+  private storeFailed(what: string, ids: string[], error: unknown): void {
+    const text = `Outbox ${what} of event ${ids.join(', ')} failed; its lease will expire: ${describeError(error)}`;
+    this.logger.error(aboutEvents(text, ids.length === 1 ? ids[0] : ids));
   }
-}
-
-/** The keys of those of `ids` that are events of ordered keys: their acknowledgement moves their keys' fronts. */
-function orderedKeys(ids: string[], batch: ClaimedEvent[]): string[] {
-  const acknowledged = new Set(ids);
-  return batch.filter((e) => e.seq !== null && acknowledged.has(e.id)).map((e) => e.key!);
 }

@@ -21,6 +21,7 @@ import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import { OutboxEventNotFoundError } from '../errors/outbox.errors';
 import type { OutboxStore } from '../store/outbox.store';
 import { topicMatches } from '../utils/topic';
+import { aboutEvents } from '../utils/log-record';
 import { errorFingerprint, errorSignature } from './error-fingerprint';
 import { eventDetails, eventView, readEvent } from './event-views';
 import {
@@ -181,9 +182,12 @@ export class OutboxOperations {
         : 'filter' in selection
           ? 'a filter'
           : `failure group ${selection.group.fingerprint}`;
-    const ids = 'ids' in selection && selection.ids.length <= LOGGED_IDS ? `: ${selection.ids.join(', ')}` : '';
+    const listed = 'ids' in selection && selection.ids.length <= LOGGED_IDS ? selection.ids : undefined;
+    const ids = listed ? `: ${listed.join(', ')}` : '';
     const what = { redrive: 'redriven', discard: 'discarded', deliverNow: 'made due now' }[op.name] ?? op.name;
-    const line = `${result.changed} ${op.from} event(s) of ${this.store.table.path} ${what} (selected by ${by})${ids}`;
+    const text = `${result.changed} ${op.from} event(s) of ${this.store.table.path} ${what} (selected by ${by})${ids}`;
+    // The ids listed, as a field too (a filter's or a group's are not known here).
+    const line = listed ? aboutEvents(text, listed) : text;
     if (op.name === 'discard') this.logger.warn(line);
     else this.logger.log(line);
   }

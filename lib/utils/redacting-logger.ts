@@ -1,8 +1,10 @@
 import { Logger } from '@nestjs/common';
+import { OutboxLogRecord } from './log-record';
 
 /**
- * A Nest `Logger` whose text messages pass through `redact` (the module's `redactError`) first: what
- * the outbox logs of an event's failure never carries what the application said is secret.
+ * A Nest `Logger` whose text messages — and the text of `OutboxLogRecord`s — pass through `redact` (the
+ * module's `redactError`) first: what the outbox logs of an event's failure never carries what the
+ * application said is secret.
  */
 export class RedactingLogger extends Logger {
   constructor(
@@ -25,6 +27,7 @@ export class RedactingLogger extends Logger {
   }
 
   private clean(message: unknown): unknown {
+    if (message instanceof OutboxLogRecord) return message.withText(this.redact(message.msg));
     return typeof message === 'string' ? this.redact(message) : message;
   }
 }
