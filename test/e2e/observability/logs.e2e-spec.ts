@@ -29,10 +29,10 @@ function capturedOutput(): { text: () => string; restore: () => void } {
   let text = '';
   const writes = [process.stdout, process.stderr].map((stream) => {
     const original = stream.write.bind(stream);
-    stream.write = ((chunk: string | Uint8Array) => {
+    stream.write = (chunk: string | Uint8Array) => {
       text += chunk.toString();
       return true;
-    }) as typeof stream.write;
+    };
     return () => (stream.write = original);
   });
   return { text: () => text, restore: () => writes.forEach((restore) => restore()) };
