@@ -360,8 +360,8 @@ async function ordered(db: Db): Promise<OrderedResult> {
  * event, with the outbox's Prometheus metrics on and off, rounds interleaved.
  */
 async function observability(db: Db): Promise<ObservabilityResult> {
-  const variants: ObservabilityVariant[] = ['off', 'api', 'on'];
-  const drains: Record<ObservabilityVariant, number[]> = { off: [], api: [], on: [] };
+  const variants: ObservabilityVariant[] = ['off', 'api', 'tracing', 'metrics', 'on'];
+  const drains: Record<ObservabilityVariant, number[]> = { off: [], api: [], tracing: [], metrics: [], on: [] };
   for (let round = 0; round < DRAIN_ROUNDS; round++) {
     for (const v of variants) {
       drains[v].push((await drain(db, 'lib', 1, 500, undefined, observabilityEnv(v))).eventsPerSecond);
@@ -405,7 +405,10 @@ async function observability(db: Db): Promise<ObservabilityResult> {
   await dropTables(db, r, TABLE);
   await r.close();
   const list = (xs: number[]) => xs.map(Math.round).join(', ');
-  log(`   drain off ${list(drains.off)}/s, api ${list(drains.api)}/s, on ${list(drains.on)}/s`);
+  log(
+    `   drain off ${list(drains.off)}/s, api ${list(drains.api)}/s, tracing ${list(drains.tracing)}/s, ` +
+      `metrics ${list(drains.metrics)}/s, on ${list(drains.on)}/s`,
+  );
   log(
     `   enqueue off ${list(enqueues.off)}, api ${list(enqueues.api)}; traced: off ${list(enqueues.offTraced)}, on ${list(enqueues.on)} tx/s`,
   );
@@ -413,6 +416,8 @@ async function observability(db: Db): Promise<ObservabilityResult> {
     drainOff: median(drains.off),
     drainApi: median(drains.api),
     drainOn: median(drains.on),
+    drainTracing: median(drains.tracing),
+    drainMetrics: median(drains.metrics),
     enqueueOff: median(enqueues.off),
     enqueueApi: median(enqueues.api),
     enqueueOffTraced: median(enqueues.offTraced),
