@@ -18,7 +18,7 @@ import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
 import { BENCH_ORDERING } from './ordered';
-import { observabilityOptions, type ObservabilityVariant } from './observability';
+import { handlerSpan, observabilityOptions, type ObservabilityVariant } from './observability';
 
 const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, string, string];
 const batch = Number(batchText ?? 500);
@@ -140,7 +140,13 @@ async function main() {
   out('READY');
   onGo(async () => {
     const probe = memoryProbe(Number(process.argv[6]));
-    sink.onReceive = () => probe.delivered(sink.count);
+    const span = handlerSpan(process.env.OUTBOX_BENCH_OBSERVABILITY as ObservabilityVariant | undefined);
+    sink.onReceive = span
+      ? () => {
+          span();
+          probe.delivered(sink.count);
+        }
+      : () => probe.delivered(sink.count);
     await app.get(OutboxWorker).drain();
     out(JSON.stringify(probe.report(sink.count)));
     await app.close();

@@ -54,6 +54,8 @@ const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? LATEST
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
   drainEvents: QUICK ? 5_000 : 50_000,
+  /** The observability drains: long enough that a collection or a stall weighs little in one round. */
+  observabilityEvents: QUICK ? 5_000 : 100_000,
   latencySeconds: QUICK ? 3 : 10,
   /** The slow-handler run: fast events published at 200/s while one handler holds its lane. */
   slowRunEvents: QUICK ? 200 : 1_000,
@@ -221,16 +223,17 @@ async function drain(
   batch: number,
   keys?: number,
   extraEnv: Record<string, string> = {},
+  events = SIZES.drainEvents,
 ) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
   if (impl === 'relay') {
     await createRelayTable(db, r, TABLE);
-    await fillRelay(db, r, TABLE, SIZES.drainEvents);
+    await fillRelay(db, r, TABLE, events);
   } else if (keys) {
-    await fillOrdered(db, TABLE, SIZES.drainEvents, keys);
+    await fillOrdered(db, TABLE, events, keys);
   } else {
-    await fill(db, r, TABLE, SIZES.drainEvents);
+    await fill(db, r, TABLE, events);
   }
   const env: Record<string, string> = { ...(keys ? { OUTBOX_BENCH_ORDERED: '1' } : {}), ...extraEnv };
   const children = Array.from({ length: workers }, () =>
@@ -245,10 +248,9 @@ async function drain(
   const n = impl === 'relay' ? await relayDelivered(db, r, TABLE) : await deliveredOnce(db, r);
   if (impl === 'relay') await dropRelayTable(db, r, TABLE);
   await r.close();
-  const exactlyOnce = delivered === SIZES.drainEvents && n === SIZES.drainEvents;
-  if (!exactlyOnce)
-    throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${SIZES.drainEvents}`);
-  return { eventsPerSecond: SIZES.drainEvents / (ms / 1000), exactlyOnce };
+  const exactlyOnce = delivered === events && n === events;
+  if (!exactlyOnce) throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${events}`);
+  return { eventsPerSecond: events / (ms / 1000), exactlyOnce };
 }
 
 /**
@@ -360,11 +362,22 @@ async function ordered(db: Db): Promise<OrderedResult> {
  * event, with the outbox's Prometheus metrics on and off, rounds interleaved.
  */
 async function observability(db: Db): Promise<ObservabilityResult> {
-  const variants: ObservabilityVariant[] = ['off', 'api', 'tracing', 'metrics', 'on'];
-  const drains: Record<ObservabilityVariant, number[]> = { off: [], api: [], tracing: [], metrics: [], on: [] };
+  const variants: ObservabilityVariant[] = ['off', 'api', 'tracing', 'metrics', 'on', 'span'];
+  const drains = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<ObservabilityVariant, number[]>;
   for (let round = 0; round < DRAIN_ROUNDS; round++) {
-    for (const v of variants) {
-      drains[v].push((await drain(db, 'lib', 1, 500, undefined, observabilityEnv(v))).eventsPerSecond);
+    // Each round starts one variant later: none always runs first, or right after another.
+    for (const [i] of variants.entries()) {
+      const v = variants[(i + round) % variants.length];
+      const { eventsPerSecond } = await drain(
+        db,
+        'lib',
+        1,
+        500,
+        undefined,
+        observabilityEnv(v),
+        SIZES.observabilityEvents,
+      );
+      drains[v].push(eventsPerSecond);
     }
   }
   const r = await raw(db, 4);
@@ -407,17 +420,19 @@ async function observability(db: Db): Promise<ObservabilityResult> {
   const list = (xs: number[]) => xs.map(Math.round).join(', ');
   log(
     `   drain off ${list(drains.off)}/s, api ${list(drains.api)}/s, tracing ${list(drains.tracing)}/s, ` +
-      `metrics ${list(drains.metrics)}/s, on ${list(drains.on)}/s`,
+      `metrics ${list(drains.metrics)}/s, on ${list(drains.on)}/s, span per event ${list(drains.span)}/s`,
   );
   log(
     `   enqueue off ${list(enqueues.off)}, api ${list(enqueues.api)}; traced: off ${list(enqueues.offTraced)}, on ${list(enqueues.on)} tx/s`,
   );
   return {
+    drainEvents: SIZES.observabilityEvents,
     drainOff: median(drains.off),
     drainApi: median(drains.api),
     drainOn: median(drains.on),
     drainTracing: median(drains.tracing),
     drainMetrics: median(drains.metrics),
+    drainSpan: median(drains.span),
     enqueueOff: median(enqueues.off),
     enqueueApi: median(enqueues.api),
     enqueueOffTraced: median(enqueues.offTraced),

@@ -9,7 +9,7 @@ import type { OutboxModuleExtras, ResolvedOutboxOptions } from '../interfaces/ou
 import { targetPolicy } from './target-policy';
 import { rejectUnknownOptions } from '../utils/option-checks';
 import { validateTopic } from '../utils/topic';
-import { OutboxLogRecord } from '../utils/log-record';
+import { aboutEvents } from '../utils/log-record';
 import { DeliveryTargets } from './delivery-targets';
 
 const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry'];
@@ -102,6 +102,6 @@ export class OutboxExplorer implements OnModuleInit {
       );
     }
     this.targets.addHandler(topic, { name, ...policy, invoke });
-    this.logger.log(new OutboxLogRecord(`Outbox handler ${name} {${topic}}`, { topic }));
+    this.logger.log(aboutEvents(`Outbox handler ${name} {${topic}}`, { topic }));
   }
 }

@@ -45,6 +45,24 @@ export function meterOf(sink: MetricSink): OutboxMeter {
   };
 }
 
+/**
+ * What `make` builds for a topic (and outcome), each built once: a metric's child, its attributes. Both
+ * systems would otherwise do per call what a label set needs done once (prom-client hashes the values).
+ */
+export function byTopicAndOutcome<T>(
+  make: (topic: string, outcome?: string) => T,
+): (topic: string, outcome?: string) => T {
+  // Outcome, then topic: no key string built per call.
+  const made = new Map<string | undefined, Map<string, T>>();
+  return (topic, outcome) => {
+    let byTopic = made.get(outcome);
+    if (!byTopic) made.set(outcome, (byTopic = new Map<string, T>()));
+    let value = byTopic.get(topic);
+    if (value === undefined) byTopic.set(topic, (value = make(topic, outcome)));
+    return value;
+  };
+}
+
 /** Seconds: a delivery's handler (milliseconds to a minute) and a claim (a millisecond to a few seconds). */
 export const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 

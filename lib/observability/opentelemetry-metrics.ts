@@ -6,9 +6,16 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { OutboxMeterProvider } from '../interfaces/outbox-metrics.interface';
 import { OutboxEvents } from '../events/outbox-events';
 import { OutboxOperations } from '../operations/outbox-operations.service';
-import { cachedStats, DURATION_BUCKETS, meterOf, STATE_GAUGES, type MetricSink } from './metric-feed';
+import {
+  byTopicAndOutcome,
+  cachedStats,
+  DURATION_BUCKETS,
+  meterOf,
+  STATE_GAUGES,
+  type MetricSink,
+} from './metric-feed';
 import { loadOpenTelemetryApi } from './metrics-options';
-import { OUTBOX_TRACER_NAME } from './tracing';
+import { OUTBOX_INSTRUMENTATION_SCOPE } from './tracing';
 
 /** The providers an outbox reports to: two outboxes on one would add up under the same names. */
 const IN_USE = new WeakSet<object>();
@@ -46,7 +53,7 @@ export class OutboxOpenTelemetryMetrics implements OnModuleInit, OnModuleDestroy
     }
     IN_USE.add(provider);
     this.provider = provider;
-    const meter = provider.getMeter(OUTBOX_TRACER_NAME) as Otel.Meter;
+    const meter = provider.getMeter(OUTBOX_INSTRUMENTATION_SCOPE) as Otel.Meter;
     this.removeMeter = this.events.addMeter(meterOf(sink(meter)));
 
     const stats = cachedStats(this.operations, this.options);
@@ -98,29 +105,16 @@ function sink(meter: Otel.Meter): MetricSink {
     unit: 's',
     advice,
   });
-  const attributes = attributesByTopic();
+  const attributes = byTopicAndOutcome<Otel.Attributes>((topic, outcome) =>
+    outcome === undefined
+      ? { 'messaging.destination.name': topic }
+      : { 'messaging.destination.name': topic, 'outbox.outcome': outcome },
+  );
   return {
     published: (topic) => published.add(1, attributes(topic)),
     attemptEnded: (topic, outcome) => deliveries.add(1, attributes(topic, outcome)),
     handlerRan: (topic, outcome, seconds) => handlerTime.record(seconds, attributes(topic, outcome)),
     claimed: (seconds) => claimTime.record(seconds),
     leasesLost: (count) => leasesLost.add(count),
-  };
-}
-
-/** The attributes of a topic (and outcome), each made once. */
-function attributesByTopic(): (topic: string, outcome?: string) => Otel.Attributes {
-  const made = new Map<string, Otel.Attributes>();
-  return (topic, outcome) => {
-    const id = outcome === undefined ? topic : `${outcome}\u0000${topic}`;
-    let attributes = made.get(id);
-    if (!attributes) {
-      attributes = {
-        'messaging.destination.name': topic,
-        ...(outcome === undefined ? {} : { 'outbox.outcome': outcome }),
-      };
-      made.set(id, attributes);
-    }
-    return attributes;
   };
 }

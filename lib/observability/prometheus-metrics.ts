@@ -5,7 +5,14 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { OutboxPrometheusRegistry } from '../interfaces/outbox-metrics.interface';
 import { OutboxEvents } from '../events/outbox-events';
 import { OutboxOperations } from '../operations/outbox-operations.service';
-import { cachedStats, DURATION_BUCKETS, meterOf, STATE_GAUGES, type MetricSink } from './metric-feed';
+import {
+  byTopicAndOutcome,
+  cachedStats,
+  DURATION_BUCKETS,
+  meterOf,
+  STATE_GAUGES,
+  type MetricSink,
+} from './metric-feed';
 import { loadPromClient, type PromClient, type PromMetric } from './metrics-options';
 
 /** The counters and histograms, in the order `sink` takes them. */
@@ -88,38 +95,63 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
       this.names.push(String(config.name));
       return new Kind({ ...config, registers: [registry] });
     };
-    const [published, deliveries, leasesLost] = COUNTERS.map((config) => metric(client.Counter, config));
+    // The counters count here and are added to when the registry is collected: prom-client would
+    // validate and hash the label values of every `inc`, once per event.
+    const counts = COUNTERS.map(() => new Tally());
+    const [published, deliveries, leasesLost] = COUNTERS.map((config, i) =>
+      metric(client.Counter, { ...config, collect: () => counts[i].flush() }),
+    );
     const [handlerTime, claimTime] = HISTOGRAMS.map((config) =>
       metric(client.Histogram, { ...config, buckets: DURATION_BUCKETS }),
     );
     const byTopic = {
-      published: childrenOf(published),
-      deliveries: childrenOf(deliveries),
-      time: childrenOf(handlerTime),
+      published: counts[0].of(published),
+      deliveries: counts[1].of(deliveries),
+      time: byTopicAndOutcome((topic, outcome) =>
+        handlerTime.labels(outcome === undefined ? { topic } : { topic, outcome }),
+      ),
     };
+    const lost = counts[2].add(leasesLost);
     return {
-      published: (topic) => byTopic.published(topic).inc(),
-      attemptEnded: (topic, outcome) => byTopic.deliveries(topic, outcome).inc(),
+      published: (topic) => {
+        byTopic.published(topic).n++;
+      },
+      attemptEnded: (topic, outcome) => {
+        byTopic.deliveries(topic, outcome).n++;
+      },
       handlerRan: (topic, outcome, seconds) => byTopic.time(topic, outcome).observe(seconds),
       claimed: (seconds) => claimTime.observe(seconds),
-      leasesLost: (count) => leasesLost.inc(count),
+      leasesLost: (count) => {
+        lost.n += count;
+      },
     };
   }
 }
 
-/**
- * A metric's children by topic (and outcome), each made once: prom-client hashes the label values of
- * every call made on the metric itself.
- */
-function childrenOf<C>(metric: PromMetric<C>): (topic: string, outcome?: string) => C {
-  const children = new Map<string, C>();
-  return (topic, outcome) => {
-    const id = outcome === undefined ? topic : `${outcome}\u0000${topic}`;
-    let child = children.get(id);
-    if (!child) {
-      child = metric.labels(outcome === undefined ? { topic } : { topic, outcome });
-      children.set(id, child);
+/** A counter's counts by label values, not yet added to it. */
+class Tally {
+  private readonly pending: { child: { inc(value?: number): void }; n: number }[] = [];
+
+  /** The count of `child`, added to it at the next flush. */
+  add(child: { inc(value?: number): void }): { n: number } {
+    const entry = { child, n: 0 };
+    this.pending.push(entry);
+    return entry;
+  }
+
+  /** The count of each topic (and outcome) of `counter`. */
+  of(counter: PromMetric<{ inc(value?: number): void }>): (topic: string, outcome?: string) => { n: number } {
+    return byTopicAndOutcome((topic, outcome) =>
+      this.add(counter.labels(outcome === undefined ? { topic } : { topic, outcome })),
+    );
+  }
+
+  /** Adds the counts to the counter (when the registry is collected). */
+  flush(): void {
+    for (const entry of this.pending) {
+      if (entry.n === 0) continue;
+      entry.child.inc(entry.n);
+      entry.n = 0;
     }
-    return child;
-  };
+  }
 }

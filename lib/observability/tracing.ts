@@ -13,8 +13,8 @@ import { redactSecrets } from '../utils/redact';
 
 type OtelApi = typeof Otel;
 
-/** The instrumentation scope of the outbox's spans. */
-export const OUTBOX_TRACER_NAME = 'nestjs-typeorm-outbox';
+/** The instrumentation scope of the outbox's spans and metrics: the package's name. */
+export const OUTBOX_INSTRUMENTATION_SCOPE = 'nestjs-typeorm-outbox';
 
 /**
  * The `tracing` option resolved: an OpenTelemetry tracer, or undefined (off). Without the option, on
@@ -67,7 +67,7 @@ class OpenTelemetryTracer implements OutboxTracer {
     private readonly redact: (text: string) => string,
   ) {
     // A proxy until the application registers a provider: it follows the provider registered later.
-    this.tracer = api.trace.getTracer(OUTBOX_TRACER_NAME);
+    this.tracer = api.trace.getTracer(OUTBOX_INSTRUMENTATION_SCOPE);
     this.noProvider = new api.ProxyTracerProvider().getDelegate();
   }
 
@@ -97,7 +97,10 @@ class OpenTelemetryTracer implements OutboxTracer {
   startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined {
     if (!this.registered) return undefined;
     const { api } = this;
-    const captured = api.propagation.extract(api.ROOT_CONTEXT, event.headers);
+    // An event published outside a trace may carry no headers at all: nothing to read then.
+    const captured = isEmpty(event.headers)
+      ? api.ROOT_CONTEXT
+      : api.propagation.extract(api.ROOT_CONTEXT, event.headers);
     const publisher = this.link ? api.trace.getSpanContext(captured) : undefined;
     // Linked: a trace of its own (the baggage carried on).
     const parent = this.link ? api.trace.deleteSpan(captured) : captured;
@@ -121,6 +124,8 @@ class OpenTelemetryTracer implements OutboxTracer {
   }
 
   forward(headers: Record<string, string>): Record<string, string> {
+    // No provider, no span: the attempt's context has nothing to forward.
+    if (!this.registered) return headers;
     const carrier = { ...headers };
     this.api.propagation.inject(this.api.context.active(), carrier);
     return carrier;
@@ -170,4 +175,9 @@ class AttemptSpan implements OutboxAttemptSpan {
 function errorType(error: unknown): string {
   const name = (error as { name?: unknown } | null)?.name;
   return typeof name === 'string' && name !== '' ? name : typeof error;
+}
+
+function isEmpty(headers: Record<string, string>): boolean {
+  for (const _ in headers) return false;
+  return true;
 }
