@@ -18,7 +18,7 @@ import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
 import { BENCH_ORDERING } from './ordered';
-import { handlerSpan, observabilityOptions, type ObservabilityVariant } from './observability';
+import { handlerSpan, likeAnApplication, observabilityOptions, type ObservabilityVariant } from './observability';
 
 const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, string, string];
 const batch = Number(batchText ?? 500);
@@ -137,10 +137,12 @@ async function main() {
     createInterface({ input: process.stdin }).once('line', () => void app.close().then(() => process.exit(0)));
     return;
   }
+  const variant = process.env.OUTBOX_BENCH_OBSERVABILITY as ObservabilityVariant | undefined;
+  if (variant) await likeAnApplication(app);
   out('READY');
   onGo(async () => {
     const probe = memoryProbe(Number(process.argv[6]));
-    const span = handlerSpan(process.env.OUTBOX_BENCH_OBSERVABILITY as ObservabilityVariant | undefined);
+    const span = handlerSpan(variant);
     sink.onReceive = span
       ? () => {
           span();
