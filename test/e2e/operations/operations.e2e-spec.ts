@@ -11,7 +11,7 @@ import {
 } from '../../../lib';
 import type { Statement, StatementResult } from '../../../lib/dialects/shared/outbox-dialect.interface';
 import { backends, isSqlite, type BackendName } from '../../fixtures/backends';
-import { createTestApp, type TestApp } from '../../fixtures/test-app';
+import { createTestApp, emptyTestApp, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Sink {
@@ -83,7 +83,8 @@ describe.each(backends())('operations on %s', (backend) => {
   let ops: OutboxOperations;
   let sink: Sink;
 
-  beforeEach(async () => {
+  // One app for the suite; each test starts on an empty table, a clear log and a fresh sink.
+  beforeAll(async () => {
     app = await createTestApp({
       backend,
       providers: [Sink],
@@ -92,7 +93,11 @@ describe.each(backends())('operations on %s', (backend) => {
     ops = app.module.get(OutboxOperations);
     sink = app.module.get(Sink);
   });
-  afterEach(() => app.dispose());
+  beforeEach(async () => {
+    await emptyTestApp(app);
+    Object.assign(sink, new Sink());
+  });
+  afterAll(() => app.dispose());
 
   const publish = (
     items: Array<{ topic: string; payload: unknown; key?: string; dedupeKey?: string; delayMs?: number }>,

@@ -4,7 +4,7 @@ import { OutboxHeadersTooLargeError } from '../../../lib/errors/outbox.errors';
 import { MAX_HEADERS_BYTES } from '../../../lib/publishing/outbox.validation';
 import { backends, describeOn } from '../../fixtures/backends';
 import { headersOfBytes } from '../../fixtures/headers';
-import { createTestApp, onMariadb, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { createTestApp, emptyTestApp, onMariadb, outboxRows, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Recorder {
@@ -43,11 +43,16 @@ function laxMysql2() {
 describe.each(backends())('strings and sizes the databases cannot take, on %s', (backend) => {
   let app: TestApp;
   let recorder: Recorder;
-  beforeEach(async () => {
+  // One app for the suite; each test starts on an empty table and with nothing seen.
+  beforeAll(async () => {
     app = await createTestApp({ backend, providers: [Recorder] });
     recorder = app.module.get(Recorder);
   });
-  afterEach(() => app.dispose());
+  beforeEach(async () => {
+    await emptyTestApp(app);
+    recorder.seen.length = 0;
+  });
+  afterAll(() => app.dispose());
 
   const orderCount = async () =>
     Number((await app.raw.query<{ n: number }>(`SELECT count(*) AS n FROM "${app.ordersTable}"`))[0].n);

@@ -18,7 +18,7 @@ import {
   sqliteFile,
 } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
-import { createTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
+import { createTestApp, emptyTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
 
 @Injectable()
 class Recorder {
@@ -32,11 +32,16 @@ class Recorder {
 describe.each(backends())('publish on %s', (backend) => {
   let app: TestApp;
   let recorder: Recorder;
-  beforeEach(async () => {
+  // One app for the suite; each test starts on an empty table and with nothing seen.
+  beforeAll(async () => {
     app = await createTestApp({ backend, providers: [Recorder] });
     recorder = app.module.get(Recorder);
   });
-  afterEach(() => app.dispose());
+  beforeEach(async () => {
+    await emptyTestApp(app);
+    recorder.seen.length = 0;
+  });
+  afterAll(() => app.dispose());
 
   const insertOrder = (id: string) =>
     app.txHost.tx.query(app.sql(`INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`), [id, 'x']);
@@ -100,23 +105,26 @@ describe.each(backends())('publish on %s', (backend) => {
       .catch((e: unknown) => e)) as Error;
     expect(passed).toBeInstanceOf(OutboxTransactionRequiredError);
     expect(passed.message).toMatch(/the EntityManager passed as \{ manager \} is not inside a transaction/);
-    await app.dispose();
 
     let resolved: unknown;
-    app = await createTestApp({ backend, outbox: { transactionResolver: () => resolved as never } });
-    resolved = app.dataSource.manager;
-    const fromResolver = (await app.outbox.publish('quick', {}).catch((e: unknown) => e)) as Error;
-    expect(fromResolver).toBeInstanceOf(OutboxTransactionRequiredError);
-    expect(fromResolver.message).toMatch(
-      /the transaction resolver returned an EntityManager that is not inside a transaction/,
-    );
-    resolved = null;
-    await expect(app.outbox.publish('quick', {})).rejects.toThrow(OutboxTransactionRequiredError);
-    // The resolver is the only way in: CLS's transaction is not looked at.
-    await expect(app.txHost.withTransaction(() => app.outbox.publish('quick', {}))).rejects.toThrow(
-      OutboxTransactionRequiredError,
-    );
-    expect(await outboxRows(app)).toHaveLength(0);
+    const other = await createTestApp({ backend, outbox: { transactionResolver: () => resolved as never } });
+    try {
+      resolved = other.dataSource.manager;
+      const fromResolver = (await other.outbox.publish('quick', {}).catch((e: unknown) => e)) as Error;
+      expect(fromResolver).toBeInstanceOf(OutboxTransactionRequiredError);
+      expect(fromResolver.message).toMatch(
+        /the transaction resolver returned an EntityManager that is not inside a transaction/,
+      );
+      resolved = null;
+      await expect(other.outbox.publish('quick', {})).rejects.toThrow(OutboxTransactionRequiredError);
+      // The resolver is the only way in: CLS's transaction is not looked at.
+      await expect(other.txHost.withTransaction(() => other.outbox.publish('quick', {}))).rejects.toThrow(
+        OutboxTransactionRequiredError,
+      );
+      expect(await outboxRows(other)).toHaveLength(0);
+    } finally {
+      await other.dispose();
+    }
   });
 
   it('joins an explicit manager of a TypeORM transaction', async () => {
