@@ -366,7 +366,7 @@ async function observability(db: Db): Promise<ObservabilityResult> {
   const drains = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<ObservabilityVariant, number[]>;
   for (let round = 0; round < DRAIN_ROUNDS; round++) {
     // Each round starts one variant later: none always runs first, or right after another.
-    for (const [i] of variants.entries()) {
+    for (let i = 0; i < variants.length; i++) {
       const v = variants[(i + round) % variants.length];
       const { eventsPerSecond } = await drain(
         db,
