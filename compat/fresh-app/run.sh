@@ -29,16 +29,20 @@ root="$(cd "$here/../.." && pwd)"
 readme="${FRESH_APP_README:-$root/README.md}"
 only="${FRESH_APP_ONLY:-}"
 
+# shellcheck source=../registry.sh
+. "$here/../registry.sh"
+
 say() { echo "compat/fresh-app: $*"; }
 die() {
   echo "compat/fresh-app: FAILED: $*" >&2
   exit 1
 }
-# Runs a command with its output in a log; on failure prints the log's end and what failed.
+# Runs a command with its output in a log; on failure prints the log's end and what failed. A failure of the
+# npm registry is tried again (registry_retry): the commands given to it start from scratch each time.
 logged() { # log file, what it is (for the message), command...
   local log="$1" what="$2"
   shift 2
-  if ! "$@" >"$log" 2>&1; then
+  if ! registry_retry "$log" "$@"; then
     echo "----- last lines of the output of: $what" >&2
     tail -n 60 "$log" >&2
     echo "-----" >&2
@@ -115,7 +119,7 @@ run_app() { # label (nestjs-11|nestjs-12), cli, schematics, cjs|esm, extra `nest
   say "$label: nest new with $cli ($schematics)"
   # stdin is not a terminal: the CLI asks nothing and takes each default (for 12: ESM, no @nestjs/observe).
   logged "$logs/nest-new.log" "$label: npx $cli new app" \
-    bash -c 'cd "$1" && shift && npx -y -p "$@" </dev/null' _ "$work" "$cli" -p "$schematics" \
+    bash -c 'cd "$1" && rm -rf app && shift && npx -y -p "$@" </dev/null' _ "$work" "$cli" -p "$schematics" \
     nest new app --skip-git --skip-install --package-manager npm --language ts "$@"
   [ -f "$app/package.json" ] || die "$label: nest new made no app/package.json (see above)"
   check_app "$label" "$app" "$modules"

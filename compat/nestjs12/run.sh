@@ -13,6 +13,16 @@ if [ ! -f "$root/dist/index.js" ]; then
   exit 1
 fi
 
+# shellcheck source=../registry.sh
+. "$here/../registry.sh"
+# An npm command that needs the registry, its output printed once it is done (or has failed for good).
+from_registry() {
+  local rc=0
+  registry_retry "$tmp/npm.log" "$@" || rc=$?
+  cat "$tmp/npm.log"
+  return "$rc"
+}
+
 tmp="$(mktemp -d)"
 restore_typeorm() {
   if [ -d node_modules/.typeorm-0.3 ]; then
@@ -27,7 +37,7 @@ tarball="$tmp/$(cd "$root" && npm pack --silent --pack-destination "$tmp")"
 # better-sqlite3 is the one install script here, and compiling it takes two minutes on this machine:
 # when the root holds the same version and its addon loads in this Node, that addon is taken instead.
 version_of() { node -p "JSON.parse(require('fs').readFileSync('$1/package.json', 'utf8')).version"; }
-npm ci --ignore-scripts --no-audit --no-fund
+from_registry npm ci --ignore-scripts --no-audit --no-fund
 addon=build/Release/better_sqlite3.node
 if [ -f "$root/node_modules/better-sqlite3/$addon" ] &&
   [ "$(version_of "$root/node_modules/better-sqlite3")" = "$(version_of node_modules/better-sqlite3)" ] &&
@@ -38,7 +48,7 @@ if [ -f "$root/node_modules/better-sqlite3/$addon" ] &&
 else
   npm rebuild better-sqlite3
 fi
-npm install --no-save --no-audit --no-fund "$tarball"
+from_registry npm install --no-save --no-audit --no-fund "$tarball"
 
 run_tests() { # label
   echo "compat/nestjs12: $1, @nestjs/core $(version_of node_modules/@nestjs/core), typeorm $(version_of node_modules/typeorm)"
