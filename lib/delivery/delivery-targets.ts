@@ -6,6 +6,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import { TransportRegistry } from '../transports/transport-registry';
 import { topicMatches } from '../utils/topic';
 import type { OutboxTracer } from '../interfaces/outbox-tracing.interface';
+import { DeliveredMessage } from './delivered-message';
 
 /** Something an event is delivered to: a discovered handler, or a route to a transport. */
 export interface DeliveryTarget {
@@ -74,8 +75,9 @@ export class DeliveryTargets {
  */
 function forwarding(tracing: OutboxTracer, send: OutboxHandlerFn): OutboxHandlerFn {
   return (message) => {
+    const { traceContext } = DeliveredMessage.eventOf(message as DeliveredMessage);
     // This target's own message: the event's headers, and the next target's, are left as they were.
-    message.headers = tracing.forward(message.headers);
+    message.headers = tracing.forward(message.headers, traceContext);
     return send(message);
   };
 }

@@ -57,4 +57,10 @@ export interface OutboxEventRecord {
    * `ordering` option); `null` for every other event.
    */
   seq: number | null;
+  /**
+   * The publisher's trace context as its propagators wrote it (W3C `traceparent`, `tracestate`,
+   * `baggage`), with tracing on and a trace active at publish; `null` otherwise. Kept apart from
+   * `headers`: it is not part of what the event is.
+   */
+  traceContext: Record<string, string> | null;
 }

@@ -11,17 +11,20 @@ export interface OutboxTracingOptions {
 /** What the outbox traces with, once its option is resolved (internal). */
 export interface OutboxTracer {
   /**
-   * At publish, once per call: what adds the caller's active trace context to an event's headers (its
-   * own values kept), or undefined when there is none to add.
+   * At publish, once per call: the caller's active trace context as JSON, to be stored beside (never
+   * in) each event's headers; undefined when there is none. What does not fit is left out, never refused.
    */
-  capture(): ((headers: unknown) => unknown) | undefined;
+  capture(): string | undefined;
   /**
    * Starts the span of one delivery attempt of `event`, from the context captured at publish; none
    * while the application has registered no tracer provider.
    */
   startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined;
-  /** `headers` with the active context in place of the one they carry: what a transport forwards. */
-  forward(headers: Record<string, string>): Record<string, string>;
+  /**
+   * What a transport forwards: `headers` with the active context (the attempt's span), or without a
+   * span, the event's stored `traceContext`.
+   */
+  forward(headers: Record<string, string>, traceContext: Record<string, string> | null): Record<string, string>;
 }
 
 /** What a delivery attempt's span is made from. */
@@ -29,6 +32,8 @@ export interface TracedEvent {
   readonly id: string;
   readonly topic: string;
   readonly headers: Record<string, string>;
+  /** The publisher's context, as captured at publish; null for none. */
+  readonly traceContext: Record<string, string> | null;
   readonly attempts: number;
 }
 

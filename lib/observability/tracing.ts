@@ -52,9 +52,9 @@ function loadOpenTelemetry(required: boolean): OtelApi | undefined {
 }
 
 /**
- * Traces through the OpenTelemetry API: the publisher's context travels in the event's headers (the
- * propagators the application registered write it: W3C `traceparent`, `tracestate` and `baggage` by
- * default), and each delivery attempt is a consumer span continuing it.
+ * Traces through the OpenTelemetry API: the publisher's context travels with the event, apart from
+ * its headers (the propagators the application registered write it: W3C `traceparent`, `tracestate`
+ * and `baggage` by default), and each delivery attempt is a consumer span continuing it.
  */
 class OpenTelemetryTracer implements OutboxTracer {
   private readonly tracer: Otel.Tracer;
@@ -80,27 +80,21 @@ class OpenTelemetryTracer implements OutboxTracer {
     return provider.getDelegate?.() !== this.noProvider;
   }
 
-  capture(): ((headers: unknown) => unknown) | undefined {
-    const carrier: Record<string, string> = {};
+  capture(): string | undefined {
+    const carrier: Record<string, unknown> = {};
     this.api.propagation.inject(this.api.context.active(), carrier);
-    // Nothing to carry (no active trace, or no propagator registered): the headers stay as given.
-    for (const _ in carrier) {
-      return (headers) => {
-        if (headers === undefined || headers === null) return { ...carrier };
-        // Not an object: the validation that follows says so. The publisher's own values win.
-        return typeof headers === 'object' && !Array.isArray(headers) ? { ...carrier, ...headers } : headers;
-      };
-    }
-    return undefined;
+    // Nothing to carry (no active trace, or no propagator registered).
+    if (isEmpty(carrier)) return undefined;
+    return JSON.stringify(carrier);
   }
 
   startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined {
     if (!this.registered) return undefined;
     const { api } = this;
-    // An event published outside a trace may carry no headers at all: nothing to read then.
-    const captured = isEmpty(event.headers)
-      ? api.ROOT_CONTEXT
-      : api.propagation.extract(api.ROOT_CONTEXT, event.headers);
+    // Without a trace context of its own (published outside a trace, or by a version that kept it in
+    // the headers), the headers are read: nothing to read when there are none.
+    const carrier = event.traceContext ?? (isEmpty(event.headers) ? undefined : event.headers);
+    const captured = carrier ? api.propagation.extract(api.ROOT_CONTEXT, carrier) : api.ROOT_CONTEXT;
     const publisher = this.link ? api.trace.getSpanContext(captured) : undefined;
     // Linked: a trace of its own (the baggage carried on).
     const parent = this.link ? api.trace.deleteSpan(captured) : captured;
@@ -123,9 +117,9 @@ class OpenTelemetryTracer implements OutboxTracer {
     return new AttemptSpan(api, span, api.trace.setSpan(parent, span), this.redact);
   }
 
-  forward(headers: Record<string, string>): Record<string, string> {
-    // No provider, no span: the attempt's context has nothing to forward.
-    if (!this.registered) return headers;
+  forward(headers: Record<string, string>, traceContext: Record<string, string> | null): Record<string, string> {
+    // No provider, no span: the publisher's context goes on as it was captured (the event's own headers win).
+    if (!this.registered) return traceContext ? { ...traceContext, ...headers } : headers;
     const carrier = { ...headers };
     this.api.propagation.inject(this.api.context.active(), carrier);
     return carrier;
@@ -177,7 +171,7 @@ function errorType(error: unknown): string {
   return typeof name === 'string' && name !== '' ? name : typeof error;
 }
 
-function isEmpty(headers: Record<string, string>): boolean {
-  for (const _ in headers) return false;
+function isEmpty(fields: Record<string, unknown>): boolean {
+  for (const _ in fields) return false;
   return true;
 }

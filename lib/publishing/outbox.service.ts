@@ -53,11 +53,11 @@ export class OutboxService {
     }
     knownKeys('options', options, ['manager'], ARGUMENT);
     // The caller's trace context, captured here: never at delivery, which runs in another's.
-    const capture = this.options.tracing?.capture();
+    const traceContext = this.options.tracing?.capture() ?? null;
     const events = items.map((item, index) => {
       try {
         knownKeys('event', item, ITEM_KEYS, ARGUMENT);
-        return validateEvent(item, this.options.maxPayloadBytes, capture);
+        return validateEvent(item, this.options.maxPayloadBytes, traceContext);
       } catch (error) {
         if (error instanceof OutboxValidationError && items.length > 1) {
           error.message = `${error.message} (publishMany item ${index})`;

@@ -124,14 +124,14 @@ function validateSchedule(delayMs: unknown, availableAt: unknown): { delayMs: nu
 export function validateEvent(
   item: PublishManyItem,
   maxPayloadBytes: number,
-  /** The trace context of the publisher, added to the event's headers (see `OutboxTracer.capture`). */
-  capture?: (headers: unknown) => unknown,
+  /** The publisher's trace context, JSON (see `OutboxTracer.capture`): stored beside the headers, never in them. */
+  traceContextJson: string | null = null,
 ): ValidatedEvent {
   const topic = validateTopic(item.topic);
   const key = validateKey('key', item.key);
   const dedupeKey = validateKey('dedupeKey', item.dedupeKey);
   const payloadJson = serialisePayload(item.payload, maxPayloadBytes);
-  const headers = validateHeaders(capture ? capture(item.headers) : item.headers);
+  const headers = validateHeaders(item.headers);
   const schedule = validateSchedule(item.delayMs, item.availableAt);
   return {
     topic,
@@ -140,6 +140,7 @@ export function validateEvent(
     payloadJson,
     headers,
     headersJson: serialiseHeaders(headers),
+    traceContextJson,
     ...schedule,
   };
 }

@@ -36,6 +36,9 @@ export const OUTBOX_SCHEMA_VERSIONS: readonly OutboxSchemaVersion[] = [
   { version: 6, name: 'OutboxExactKeys', timestamp: 1796342400000, marker: { column: 'key', noPad: true } },
   // Per-key order: an event's place in its key, the `waiting` status, and the keys' table.
   { version: 7, name: 'OutboxKeyOrder', timestamp: 1796428800000, marker: { column: 'seq' } },
+  // The publisher's trace context in a column of its own, beside the headers: it is not part of what
+  // the event is (dedupe, the headers' limits and what handlers see are the same with tracing on or off).
+  { version: 8, name: 'OutboxTraceContext', timestamp: 1796515200000, marker: { column: 'trace_context' } },
 ];
 
 const upgrades = new Map<string, OutboxMigrationClass>();

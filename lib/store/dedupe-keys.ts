@@ -6,7 +6,8 @@ import { canonicalJson } from '../utils/canonical-json';
 /*
  * How publish() tells a repeated dedupe key from a conflict: the same key stands for the same event
  * when topic, key, payload and headers are equal (JSON compared canonically, so key order in objects
- * does not matter).
+ * does not matter). The publisher's trace context is not compared: another request's retry carries
+ * another trace, and it is still the same event.
  */
 
 /** The error for a dedupe key the table's unique index took for another one (a padding collation). */

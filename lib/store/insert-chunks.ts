@@ -22,7 +22,11 @@ export function insertChunks<T extends { event: ValidatedEvent }>(rows: T[], dia
     const size =
       maxBytes === undefined
         ? 0
-        : INSERT_ROW_BYTES + 2 * (Buffer.byteLength(row.event.payloadJson) + Buffer.byteLength(row.event.headersJson));
+        : INSERT_ROW_BYTES +
+          2 *
+            (Buffer.byteLength(row.event.payloadJson) +
+              Buffer.byteLength(row.event.headersJson) +
+              Buffer.byteLength(row.event.traceContextJson ?? ''));
     if (chunk.length > 0 && (chunk.length === maxRows || (maxBytes !== undefined && bytes + size > maxBytes))) {
       chunks.push(chunk);
       chunk = [];

@@ -34,6 +34,7 @@ describe('released schema versions', () => {
       v5: { up: dialect.schema.upgrade(5, table), down: dialect.schema.downgrade(5, table) },
       v6: { up: dialect.schema.upgrade(6, table), down: dialect.schema.downgrade(6, table) },
       v7: { up: dialect.schema.upgrade(7, table), down: dialect.schema.downgrade(7, table) },
+      v8: { up: dialect.schema.upgrade(8, table), down: dialect.schema.downgrade(8, table) },
     }).toEqual(released[key]);
   });
 });

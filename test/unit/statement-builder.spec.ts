@@ -58,6 +58,15 @@ describe('the one column list', () => {
   });
 
   it('lists the inserted columns in the order of the insert’s values', () => {
-    expect(INSERT_COLUMNS).toEqual(['id', 'topic', 'key', 'dedupe_key', 'payload', 'headers', 'available_at']);
+    expect(INSERT_COLUMNS).toEqual([
+      'id',
+      'topic',
+      'key',
+      'dedupe_key',
+      'payload',
+      'headers',
+      'available_at',
+      'trace_context',
+    ]);
   });
 });

@@ -57,6 +57,7 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
     5: asciiKeys,
     6: exactKeys,
     7: keyOrder,
+    8: traceContext,
   }),
 
   columns(table: OutboxTable): Statement {
@@ -187,5 +188,18 @@ function keyOrder(table: OutboxTable): { up: string[]; down: string[] } {
       ...replaceCheck(['pending', 'delivered', 'dead']),
       `ALTER TABLE ${t} DROP KEY ${q(indexNames(table.name).order)}, DROP COLUMN \`seq\``,
     ],
+  };
+}
+
+/**
+ * Version 8: the publisher's trace context (the propagators' fields, JSON), apart from the user's
+ * headers. Nullable, so adding it rewrites nothing and the previous version's inserts, which do not
+ * name it, leave it empty.
+ */
+function traceContext(table: OutboxTable): { up: string[]; down: string[] } {
+  const t = qt(table);
+  return {
+    up: [`ALTER TABLE ${t} ADD COLUMN \`trace_context\` text NULL`],
+    down: [`ALTER TABLE ${t} DROP COLUMN \`trace_context\``],
   };
 }

@@ -66,6 +66,7 @@ export const postgresSchema: SchemaStatements = {
     5: NO_CHANGE,
     6: NO_CHANGE,
     7: keyOrder,
+    8: traceContext,
   }),
 
   columns(table: OutboxTable): Statement {
@@ -157,5 +158,18 @@ function keyOrder(table: OutboxTable): { up: string[]; down: string[] } {
       ...replaceCheck(['pending', 'delivered', 'dead']),
       `ALTER TABLE ${t} DROP COLUMN "seq"`,
     ],
+  };
+}
+
+/**
+ * Version 8: the publisher's trace context (the propagators' fields, JSON), apart from the user's
+ * headers. Nullable, so adding it rewrites nothing and the previous version's inserts, which do not
+ * name it, leave it empty.
+ */
+function traceContext(table: OutboxTable): { up: string[]; down: string[] } {
+  const t = quoteTable(table);
+  return {
+    up: [`ALTER TABLE ${t} ADD COLUMN "trace_context" jsonb`],
+    down: [`ALTER TABLE ${t} DROP COLUMN "trace_context"`],
   };
 }

@@ -5,7 +5,7 @@ import { INSERT_COLUMNS } from './dialect.util';
 import { StatementBuilder } from './statement-builder';
 
 /** The most parameters one inserted row binds (`insertStatement`). */
-export const PARAMETERS_PER_INSERTED_ROW = 8;
+export const PARAMETERS_PER_INSERTED_ROW = 9;
 
 /** A row to insert; `place`, for an event of an ordered topic with a key: its number, and whether it is its key's front. */
 export interface InsertedRow {
@@ -33,7 +33,9 @@ export function insertStatement(f: SqlFlavor, table: OutboxTable, rows: Inserted
   const values = rows.map(({ id, event: e, place }) => {
     const due = e.availableAt ? f.time(b.bind, e.availableAt) : f.later(b.bind, e.delayMs);
     const row = [b.bind(id), b.bind(e.topic), b.bind(e.key), b.bind(e.dedupeKey)];
-    row.push(f.json(b.bind(e.payloadJson)), f.json(b.bind(e.headersJson)), due, ...defaults);
+    // No trace context (the common case without an SDK): a literal, no parameter to bind.
+    const trace = e.traceContextJson == null ? 'NULL' : f.json(b.bind(e.traceContextJson));
+    row.push(f.json(b.bind(e.payloadJson)), f.json(b.bind(e.headersJson)), due, trace, ...defaults);
     if (ordered) row.push(place?.front === false ? "'waiting'" : "'pending'", place ? b.bind(place.seq) : 'NULL');
     return `(${row.join(', ')})`;
   });

@@ -79,6 +79,8 @@ export const OUTBOX_COLUMNS: readonly OutboxColumn[] = [
   { name: 'attempt_log', property: 'attemptLog', kind: 'history', nullable: true },
   { name: 'redrive_count', property: 'redriveCount', kind: 'integer', nullable: false },
   { name: 'seq', property: 'seq', kind: 'integer', nullable: true, claimed: true, big: true },
+  // Read by the delivery's span: NULL (outside a trace, tracing off) costs a claim next to nothing.
+  { name: 'trace_context', property: 'traceContext', kind: 'json', nullable: true, inserted: true, claimed: true },
 ];
 
 /** The columns every insert writes, in the order of its values. */

@@ -26,6 +26,7 @@ export type ClaimedEvent = Pick<
   | 'lastExpiredAttempt'
   | 'createdAt'
   | 'seq'
+  | 'traceContext'
 >;
 
 /** Rows and affected-row count of one statement. */

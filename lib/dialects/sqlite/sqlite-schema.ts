@@ -62,6 +62,7 @@ export const sqliteSchema: SchemaStatements = {
     5: NO_CHANGE,
     6: NO_CHANGE,
     7: keyOrder,
+    8: traceContext,
   }),
 
   columns(table: OutboxTable): Statement {
@@ -186,5 +187,18 @@ function keyOrder(table: OutboxTable): { up: string[]; down: string[] } {
       `UPDATE ${t} SET "status" = 'pending' WHERE "status" = 'waiting'`,
       ...rebuilt(table, version6Columns(['pending', 'delivered', 'dead']), []),
     ],
+  };
+}
+
+/**
+ * Version 8: the publisher's trace context (the propagators' fields, JSON), apart from the user's
+ * headers. Nullable, so adding it rewrites nothing and the previous version's inserts, which do not
+ * name it, leave it empty.
+ */
+function traceContext(table: OutboxTable): { up: string[]; down: string[] } {
+  const t = quoteTable(table);
+  return {
+    up: [`ALTER TABLE ${t} ADD COLUMN "trace_context" text`],
+    down: [`ALTER TABLE ${t} DROP COLUMN "trace_context"`],
   };
 }

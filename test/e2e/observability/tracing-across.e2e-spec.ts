@@ -42,7 +42,7 @@ describe.each(backends())('tracing with the worker in another process on %s', (b
     await app.dispose();
   });
 
-  it("continues the publisher's trace from the event's headers, through the database", async () => {
+  it("continues the publisher's trace from the context stored with the event, through the database", async () => {
     app = await createTestApp({ backend });
     await app.dataSource.query(
       app.sql(

@@ -101,11 +101,15 @@ function receiver() {
   };
 }
 
-/** The headers of an event as stored (a JSON text, or PostgreSQL's jsonb). */
-async function headersOf(app: TestApp, id: string): Promise<Record<string, string>> {
-  const { headers } = (await outboxRows(app)).find((r) => r.id === id)!;
-  return (typeof headers === 'string' ? JSON.parse(headers) : headers) as Record<string, string>;
+/** A JSON column of an event as stored (a JSON text, or PostgreSQL's jsonb). */
+async function jsonOf(app: TestApp, id: string, column: 'headers' | 'trace_context') {
+  const value = (await outboxRows(app)).find((r) => r.id === id)![column];
+  return (typeof value === 'string' ? JSON.parse(value) : value) as Record<string, string> | null;
 }
+/** The headers of an event as stored: the publisher's own. */
+const headersOf = (app: TestApp, id: string) => jsonOf(app, id, 'headers') as Promise<Record<string, string>>;
+/** The trace context stored beside them. */
+const traceContextOf = (app: TestApp, id: string) => jsonOf(app, id, 'trace_context');
 
 const processSpans = (topic: string) => tracing.named(`${topic} process`);
 const attrs = (span: ReadableSpan) => span.attributes;
@@ -137,6 +141,7 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
   beforeEach(() => tracing.exporter.reset());
 
   const storedHeaders = (id: string) => headersOf(app, id);
+  const storedContext = async (id: string) => (await traceContextOf(app, id)) ?? {};
   const request = async (topic: string, n = 1) => {
     const response = await fetch(`${app.url}/publish/${topic}/${n}`, { method: 'POST' });
     expect(response.status).toBe(201);
@@ -145,11 +150,12 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
 
   it("a request's span → publish() → the attempt's span → the handler's spans and what it publishes, one trace", async () => {
     const published = await request('order.placed');
-    // Captured at publish, in the event's headers: the request's span is the parent.
-    expect(parseTraceparent((await storedHeaders(published.id)).traceparent)).toEqual({
+    // Captured at publish, beside the event's headers (guarantee 17: not in them): the request's span is the parent.
+    expect(parseTraceparent((await storedContext(published.id)).traceparent)).toEqual({
       traceId: published.traceId,
       spanId: published.spanId,
     });
+    expect(await storedHeaders(published.id)).toEqual({});
     await app.worker.drain();
 
     const [attempt] = processSpans('order.placed');
@@ -241,21 +247,25 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
       traceId: published.traceId,
       spanId: attempt.spanContext().spanId,
     });
-    // The event's own headers, as stored, still carry the publisher's context.
-    expect(parseTraceparent((await storedHeaders(published.id)).traceparent).spanId).toBe(published.spanId);
+    // The event's trace context, as stored, still is the publisher's; its headers were never given one.
+    expect(parseTraceparent((await storedContext(published.id)).traceparent).spanId).toBe(published.spanId);
+    expect(await storedHeaders(published.id)).toEqual({});
   });
 
-  it('outside any trace: no context in the headers, and the attempt starts a trace of its own', async () => {
+  it('outside any trace: no context stored, and the attempt starts a trace of its own', async () => {
     const { id } = await app.txHost.withTransaction(() =>
       app.outbox.publish('order.charged', { n: 3 }, { headers: { a: 'b' } }),
     );
     expect(await storedHeaders(id)).toEqual({ a: 'b' });
+    expect(await traceContextOf(app, id)).toBeNull();
     await app.worker.drain();
     const [span] = processSpans('order.charged');
     expect(parentOf(span)).toBeUndefined();
   });
 
-  it("publishMany: every event carries the caller's context, except one that set its own traceparent", async () => {
+  // The headers no longer hold the caller's context (guarantee 17): a traceparent the caller set is its data, kept
+  // as given, and the context is stored beside the headers of every event alike.
+  it("publishMany: every event carries the caller's context; one that set its own traceparent keeps it in its headers", async () => {
     const own = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const { ids, context } = await tracer.startActiveSpan('job', async (span) => {
       const results = await app.txHost.withTransaction(() =>
@@ -268,10 +278,11 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
       span.end();
       return { ids: results.map((r) => r.id), context: span.spanContext() };
     });
-    const [first, second, third] = await Promise.all(ids.map((id) => storedHeaders(id)));
-    expect(parseTraceparent(first.traceparent)).toEqual({ traceId: context.traceId, spanId: context.spanId });
-    expect(second).toEqual({ traceparent: own });
-    expect(third).toEqual({ traceparent: first.traceparent, a: 'b' });
+    const contexts = await Promise.all(ids.map((id) => storedContext(id)));
+    for (const stored of contexts) {
+      expect(parseTraceparent(stored.traceparent)).toEqual({ traceId: context.traceId, spanId: context.spanId });
+    }
+    expect(await Promise.all(ids.map((id) => storedHeaders(id)))).toEqual([{}, { traceparent: own }, { a: 'b' }]);
   });
 });
 
@@ -337,6 +348,7 @@ describe('the tracing option', () => {
       });
       await app.worker.drain();
       expect(await headersOf(app, id)).toEqual({});
+      expect(await traceContextOf(app, id)).toBeNull();
       expect(processSpans('order.charged')).toEqual([]);
       expect(tracing.named('job')).toHaveLength(1);
     } finally {

@@ -181,9 +181,12 @@ describe.each(backends())('registering the entity and the migration on %s', (bac
     expect(await repo.countBy({ id })).toBe(1);
     const ds = module.get<DataSource>(getDataSourceToken());
     const runner = ds.createQueryRunner();
-    // Version 7 (per-key order: the seq column and the keys table), versions 6 and 5 (MySQL's exact and
-    // ASCII keys; no column changes), version 4 (the attempt history), version 3 (an index only), then
-    // version 2, then the table.
+    // Version 8 (the trace context column), version 7 (per-key order: the seq column and the keys table),
+    // versions 6 and 5 (MySQL's exact and ASCII keys; no column changes), version 4 (the attempt history),
+    // version 3 (an index only), then version 2, then the table.
+    expect(await runner.hasColumn('audit_events', 'trace_context')).toBe(true);
+    await ds.undoLastMigration();
+    expect(await runner.hasColumn('audit_events', 'trace_context')).toBe(false);
     expect(await runner.hasTable('audit_events_keys')).toBe(true);
     await ds.undoLastMigration();
     expect(await runner.hasColumn('audit_events', 'seq')).toBe(false);

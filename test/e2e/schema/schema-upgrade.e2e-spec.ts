@@ -228,9 +228,11 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const v2Columns = [...v1Columns!, 'expired_attempts', 'last_expired_attempt', 'note'].sort();
     const v4Columns = [...v2Columns, 'claimed_at', 'attempt_log', 'redrive_count'].sort();
     const v3Indexes = [...v1Indexes, `${table}_retention_idx`].sort();
-    expect(await columnsOf(ds)).toEqual([...v4Columns, 'seq'].sort());
+    expect(await columnsOf(ds)).toEqual([...v4Columns, 'seq', 'trace_context'].sort());
     expect(await indexes()).toEqual([...v3Indexes, `${table}_order_idx`].sort());
     if (backend === 'mariadb') expect(await keyCharsets()).toEqual({ claim_token: 'ascii', id: 'ascii' });
+    await ds.undoLastMigration(); // version 8
+    expect(await columnsOf(ds)).toEqual([...v4Columns, 'seq'].sort());
     await ds.undoLastMigration(); // version 7
     expect(await columnsOf(ds)).toEqual(v4Columns);
     expect(await indexes()).toEqual(v3Indexes);
@@ -304,6 +306,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     expect(redriven!.history.map((h) => [h.round, h.attempt, h.outcome])).toEqual([[1, 1, 'delivered']]);
 
     const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration(); // version 8
     await down.undoLastMigration(); // version 7
     await down.undoLastMigration(); // version 6
     await down.undoLastMigration(); // version 5
@@ -363,9 +366,11 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const v5 = await migrate(backend, table, sqlitePath, createOutboxMigrations(table).slice(0, 5));
     await insert(ids.due, 'pending', 0, null, null);
     // A worker of this version on the old table (the start-up check below refuses one; this is the store's own guard).
-    // It reads version 7's `seq`: that column alone is lent to the table meanwhile, the keys' collation is version 5's.
-    const seqColumn = (change: string) => raw.query(sql(backend, `ALTER TABLE "${table}" ${change}`));
-    await seqColumn('ADD COLUMN "seq" bigint');
+    // It reads version 7's `seq` and writes version 8's `trace_context`: those columns alone are lent to the table
+    // meanwhile, the keys' collation is version 5's.
+    const alter = (change: string) => raw.query(sql(backend, `ALTER TABLE "${table}" ${change}`));
+    await alter('ADD COLUMN "seq" bigint');
+    await alter('ADD COLUMN "trace_context" text');
     const store = new OutboxStore(v5, table, undefined, false);
     const publish = (dedupeKey: string, n: number) =>
       v5.transaction((manager) =>
@@ -382,7 +387,8 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       expect(padded).toEqual([{ id: expect.any(String) as string, inserted: true }]);
     }
     await v5.destroy();
-    await seqColumn('DROP COLUMN "seq"');
+    await alter('DROP COLUMN "seq"');
+    await alter('DROP COLUMN "trace_context"');
 
     await expectRefusedOnMariadbOnly(5, `OutboxExactKeys_${table}1796342400000`);
 
@@ -390,6 +396,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     if (backend === 'mariadb') {
       expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_nopad_bin', key: 'utf8mb4_nopad_bin' });
       // Down and up again: the padded collation comes back while no two keys differ by trailing spaces only.
+      await upgraded.undoLastMigration(); // version 8
       await upgraded.undoLastMigration(); // version 7
       await upgraded.undoLastMigration();
       expect(await keyCollations()).toEqual({ dedupe_key: 'utf8mb4_bin', key: 'utf8mb4_bin' });
@@ -433,7 +440,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
       expect(write).rejects.toHaveProperty('message', expect.stringMatching(/constraint|duplicate/i));
     const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
     // Every column of every row as it was (SQLite built the table again to change its check).
-    expect(await row(ids.dead)).toEqual({ ...before, seq: null });
+    expect(await row(ids.dead)).toEqual({ ...before, seq: null, trace_context: null });
     expect(await row(ids.leased)).toMatchObject({ claim_token: '11111111-1111-4111-8111-111111111111' });
     expect(await indexes()).toContain(`${table}_order_idx`);
     // The check still refuses what is no status, and admits the new one.
@@ -461,12 +468,58 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     // Down: an event waiting behind its key is left to the previous version as a plain pending event.
     await statusIs(ids.dead, 'waiting');
     const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration(); // version 8
     await down.undoLastMigration();
     await down.destroy();
     expect(await row(ids.dead)).toEqual({ ...before, status: 'pending' });
     await refused(statusIs(ids.delivered, 'waiting'));
     expect(await indexes()).not.toContain(`${table}_order_idx`);
     expect(await startUnmigrated()).toMatchObject({ foundVersion: 6, missingMigration: keyOrderMigration() });
+  });
+
+  it("takes a version-7 table to the trace context column: refused until then, every event kept, a version-7 publisher's headers delivered as stored, and back", async () => {
+    const v7 = await migrate(backend, table, sqlitePath, createOutboxMigrations(table).slice(0, 7));
+    await v7.destroy();
+    await insert(ids.dead, 'dead', 10, null, 'Sink.handle: Error: upstream answered 503');
+    await insert(ids.due, 'pending', 0, null, null);
+    // A version-7 publisher with tracing wrote the trace context into the headers.
+    const v7Headers = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', a: 'b' };
+    await raw.query(sql(backend, `UPDATE "${table}" SET "headers" = ? WHERE "id" = ?`), [
+      JSON.stringify(v7Headers),
+      ids.due,
+    ]);
+    const before = await row(ids.dead);
+
+    expect(await startUnmigrated()).toMatchObject({
+      foundVersion: 7,
+      neededVersion: LATEST,
+      missingMigration: `OutboxTraceContext_${table}1796515200000`,
+    });
+
+    const upgraded = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await upgraded.destroy();
+    expect(await row(ids.dead)).toEqual({ ...before, trace_context: null });
+
+    app = await createTestApp({ backend, table, sqlitePath, providers: [Sink] });
+    const traced = await app.txHost.withTransaction(() => app!.outbox.publish('upgrade', { n: 1 }));
+    expect(await app.worker.drain()).toMatchObject({ delivered: 2, failed: 0 });
+    const seen = app.module.get(Sink).seen;
+    expect(seen.find((m) => m.id === ids.due)?.headers).toEqual(v7Headers);
+    expect(seen.find((m) => m.id === traced.id)?.headers).toEqual({});
+    await app.close();
+    await app.raw.close();
+    app = undefined;
+
+    // Down: the column goes, every row stays as the previous version reads it.
+    const down = await migrate(backend, table, sqlitePath, createOutboxMigrations(table));
+    await down.undoLastMigration();
+    await down.destroy();
+    expect(await row(ids.dead)).toEqual(before);
+    expect(Object.keys(await row(traced.id))).not.toContain('trace_context');
+    expect(await startUnmigrated()).toMatchObject({
+      foundVersion: 7,
+      missingMigration: `OutboxTraceContext_${table}1796515200000`,
+    });
   });
 });
 
