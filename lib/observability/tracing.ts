@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import type * as Otel from '@opentelemetry/api';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type {
@@ -10,6 +11,7 @@ import { describeError } from '../utils/describe-error';
 import { describeValue } from '../utils/describe-value';
 import { booleanOption, isPlainObject, optionSection } from '../utils/option-checks';
 import { redactSecrets } from '../utils/redact';
+import { fitTraceContext, MAX_TRACE_CONTEXT_LENGTH, MAX_TRACE_FIELD_LENGTH } from './trace-context';
 
 type OtelApi = typeof Otel;
 
@@ -60,6 +62,8 @@ class OpenTelemetryTracer implements OutboxTracer {
   private readonly tracer: Otel.Tracer;
   /** What the API's provider delegates to while no SDK is registered. */
   private readonly noProvider: unknown;
+  /** Whether a trace context that did not fit was reported: once per outbox, not per publish. */
+  private reportedUnfit = false;
 
   constructor(
     private readonly api: OtelApi,
@@ -85,7 +89,16 @@ class OpenTelemetryTracer implements OutboxTracer {
     this.api.propagation.inject(this.api.context.active(), carrier);
     // Nothing to carry (no active trace, or no propagator registered).
     if (isEmpty(carrier)) return undefined;
-    return JSON.stringify(carrier);
+    const fitted = fitTraceContext(carrier);
+    if (fitted.left.length > 0 && !this.reportedUnfit) {
+      this.reportedUnfit = true;
+      new Logger('OutboxTracing').warn(
+        `The trace context of a publish did not fit: ${fitted.left.join(', ')}. An event keeps fields of printable ` +
+          `ASCII text, of at most ${MAX_TRACE_FIELD_LENGTH} characters each and ${MAX_TRACE_CONTEXT_LENGTH} in all; ` +
+          'the events were published with the rest. Logged once.',
+      );
+    }
+    return fitted.json;
   }
 
   startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined {

@@ -1,5 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { context, propagation, trace } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  trace,
+  type Context,
+  type TextMapPropagator,
+  type TextMapSetter,
+} from '@opentelemetry/api';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OutboxHandler, OutboxHeadersTooLargeError, type OutboxMessage, type PublishOptions } from '../../../lib';
 import { backends, type BackendName } from '../../fixtures/backends';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
@@ -55,6 +63,26 @@ function headersOfSize(bytes: number): Record<string, string> {
   for (let i = 0; i < 4; i++) headers[`h${i}`] = 'x'.repeat(4000);
   headers.h4 = 'x'.repeat(bytes - JSON.stringify({ ...headers, h4: '' }).length);
   return headers;
+}
+
+/** A baggage propagator without W3C's limits, as an application may register one: it writes every entry. */
+class UnboundedBaggagePropagator implements TextMapPropagator {
+  inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
+    const entries = propagation.getBaggage(ctx)?.getAllEntries() ?? [];
+    if (entries.length === 0) return;
+    setter.set(carrier, 'baggage', entries.map(([name, e]) => `${name}=${encodeURIComponent(e.value)}`).join(','));
+  }
+  extract(ctx: Context): Context {
+    return ctx;
+  }
+  fields(): string[] {
+    return ['baggage'];
+  }
+}
+
+function usePropagators(...propagators: TextMapPropagator[]) {
+  propagation.disable();
+  propagation.setGlobalPropagator(new CompositePropagator({ propagators }));
 }
 
 describe.each(backends())('trace context is not part of an event on %s', (backend: BackendName) => {
@@ -144,5 +172,40 @@ describe.each(backends())('trace context is not part of an event on %s', (backen
       );
     }
     expect((await stored(on, 'trace_context'))[0]).toMatchObject({ baggage: `session=${baggage.session}` });
+  });
+
+  it('valid W3C baggage over 4,096 characters: published and delivered whole, nothing to warn about', async () => {
+    const baggage = { a: 'x'.repeat(2000), b: 'y'.repeat(2000), c: 'z'.repeat(2000) };
+    const { inserted } = await publishIn(on, baggage);
+    expect(inserted).toBe(true);
+    const [traceContext] = await stored(on, 'trace_context');
+    expect(traceContext!.baggage.length).toBeGreaterThan(6000);
+    expect(await on.worker.drain()).toMatchObject({ delivered: 1, failed: 0 });
+    expect(on.module.get(Seen).baggage).toEqual([baggage]);
+    expect(on.logger.lines.filter((l) => l.level === 'warn')).toEqual([]);
+  });
+
+  it('a trace context that does not fit: published with the entries that fit, delivered, one warning for all', async () => {
+    usePropagators(new W3CTraceContextPropagator(), new UnboundedBaggagePropagator());
+    try {
+      const baggage = Object.fromEntries(['a', 'b', 'c', 'd', 'e'].map((name) => [name, name.repeat(3000)]));
+      for (let n = 0; n < 3; n++)
+        await expect(publishIn(on, baggage, {}, n)).resolves.toMatchObject({ inserted: true });
+      for (const traceContext of await stored(on, 'trace_context')) {
+        // Cut between entries, to W3C Baggage's limit of 8,192.
+        expect(traceContext!.baggage).toBe(`a=${'a'.repeat(3000)},b=${'b'.repeat(3000)}`);
+        expect(parseTraceparent(traceContext!.traceparent).traceId).toMatch(/^[0-9a-f]{32}$/);
+      }
+      expect(await on.worker.drain()).toMatchObject({ delivered: 3, failed: 0 });
+      const warnings = on.logger.lines.filter((l) => l.level === 'warn');
+      expect(warnings).toEqual([
+        expect.objectContaining({
+          context: 'OutboxTracing',
+          message: expect.stringContaining('baggage cut to 2 of its 5 entries') as string,
+        }),
+      ]);
+    } finally {
+      usePropagators(new W3CTraceContextPropagator(), new W3CBaggagePropagator());
+    }
   });
 });
