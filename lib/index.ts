@@ -110,6 +110,7 @@ export {
   OutboxEventNotFoundError,
   OutboxHandlerTimeoutError,
   OutboxHeadersTooLargeError,
+  OutboxHttpError,
   OutboxLeaseLostError,
   OutboxNonRetryableError,
   OutboxPayloadTooLargeError,

@@ -6,6 +6,27 @@ export class OutboxError extends Error {
   }
 }
 
+/**
+ * Base class of the errors that mean an HTTP answer (400, 404, 409). They carry the shape of the `http-errors`
+ * package — `statusCode`, `status` equal to it, and `expose` (true below 500: the message may reach the client) —
+ * because that is what Nest's exception filter maps to an answer for an error that is not an `HttpException`:
+ * NestJS 11 reads `statusCode`, NestJS 12 maps only an error that has all three, and answers 500 otherwise.
+ */
+export abstract class OutboxHttpError extends OutboxError {
+  /** The HTTP status that answers this error. */
+  abstract readonly statusCode: number;
+
+  /** The same as `statusCode`, as `http-errors` sets it. */
+  get status(): number {
+    return this.statusCode;
+  }
+
+  /** Whether the message may be sent to the client: `http-errors`' rule, true for a 4xx. */
+  get expose(): boolean {
+    return this.statusCode < 500;
+  }
+}
+
 /** An option handed to `OutboxModule.forRoot()` / `forRootAsync()` is missing, mistyped or out of range. */
 export class OutboxConfigurationError extends OutboxError {
   constructor(
@@ -33,9 +54,9 @@ export class OutboxUnsupportedDatabaseError extends OutboxError {
 
 /**
  * An argument of `publish()` / `publishMany()` or of an operation is invalid. Nothing was written.
- * Nest's exception filter answers it with HTTP 400 (`statusCode`, as it reads errors of `http-errors`).
+ * Nest's exception filter answers it with HTTP 400.
  */
-export class OutboxValidationError extends OutboxError {
+export class OutboxValidationError extends OutboxHttpError {
   readonly statusCode: number = 400;
 
   constructor(
@@ -127,7 +148,7 @@ export class OutboxSchemaOutdatedError extends OutboxError {
  * A `dedupeKey` was published again with a different topic, key, payload or headers. Nothing was written.
  * Nest's exception filter answers it with HTTP 409.
  */
-export class OutboxDedupeConflictError extends OutboxError {
+export class OutboxDedupeConflictError extends OutboxHttpError {
   readonly statusCode = 409;
 
   constructor(
@@ -203,7 +224,7 @@ export class OutboxShutdownError extends OutboxError {
 }
 
 /** No event has this id (it never existed, or retention or a discard deleted it). Nest answers it with HTTP 404. */
-export class OutboxEventNotFoundError extends OutboxError {
+export class OutboxEventNotFoundError extends OutboxHttpError {
   readonly statusCode = 404;
 
   constructor(readonly id: string) {
@@ -216,7 +237,7 @@ export class OutboxEventNotFoundError extends OutboxError {
  * redrive of an event that is no dead letter, or that another call redrove first). Nest answers it
  * with HTTP 409.
  */
-export class OutboxStateConflictError extends OutboxError {
+export class OutboxStateConflictError extends OutboxHttpError {
   readonly statusCode = 409;
 
   constructor(

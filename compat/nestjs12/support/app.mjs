@@ -40,9 +40,13 @@ function outboxMigrations(table) {
 /**
  * Starts an application on `backend` with its own outbox table (and SQLite file), plus a
  * `<table>_orders` table for business writes, with `imports` beside the outbox's. `outbox` is passed to `OutboxModule.forRoot`;
- * `outboxModule(table)` replaces that module (for `forRootAsync`).
+ * `outboxModule(table)` replaces that module (for `forRootAsync`). With `http: true` it is an HTTP application
+ * (`@nestjs/platform-express`) listening on a free port, serving `controllers`.
  */
-export async function startApp(backend, { providers = [], imports = [], outbox = {}, outboxModule } = {}) {
+export async function startApp(
+  backend,
+  { providers = [], controllers = [], imports = [], outbox = {}, outboxModule, http = false } = {},
+) {
   const table = uniqueName('compat');
   const sqlitePath = backend === 'better-sqlite3' ? sqliteFile() : undefined;
   class CompatAppModule {}
@@ -70,9 +74,14 @@ export async function startApp(backend, { providers = [], imports = [], outbox =
       ...imports,
     ],
     providers,
+    controllers,
   };
   // abortOnError: false makes a failed start-up throw here instead of ending the test process.
-  const context = await NestFactory.createApplicationContext(root, { logger: new QuietLogger(), abortOnError: false });
+  const nestOptions = { logger: new QuietLogger(), abortOnError: false };
+  const context = http
+    ? await NestFactory.create(root, nestOptions)
+    : await NestFactory.createApplicationContext(root, nestOptions);
+  if (http) await context.listen(0, '127.0.0.1');
   const raw = await openRaw(backend, sqlitePath);
   const ordersTable = `${table}_orders`;
   await raw.query(`CREATE TABLE "${ordersTable}" ("id" varchar(64) PRIMARY KEY, "note" varchar(255))`);
@@ -88,6 +97,8 @@ export async function startApp(backend, { providers = [], imports = [], outbox =
     table,
     ordersTable,
     context,
+    /** With `http: true`: the address the application listens on (Express, on a free port). */
+    url: http ? await context.getUrl() : undefined,
     raw,
     outbox: context.get(OutboxService),
     worker: context.get(OutboxWorker),
