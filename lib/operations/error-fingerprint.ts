@@ -68,6 +68,36 @@ const BEFORE_COLON = /^\s*:/;
 const AFTER_IDENTITY_KEY = /"(?:code|errorCode|error_code|name|type|reason)"\s*:\s*$/i;
 
 /**
+ * The value of a JSON field that holds a code — `"code":"23505"`, `"status":404`, `"errno":-111` — a
+ * number or a short token: 404 and 500, Prisma's P2002 and P2025, SQLSTATE 23505 and 23503 are
+ * different failures, so their digits are kept where every other number is masked. A token with more
+ * than 8 digits is data (a time, an id), not a code.
+ */
+const CODE_FIELD =
+  /(?<="(?:code|errorCode|error_code|status|statusCode|status_code|errno|sqlState|sql_state)"\s*:\s*)(?:-?\d{1,8}(?=\s*[,}\]])|"(?!(?:[^"\d]*\d){9})[\w.:-]{1,32}")/gi;
+/**
+ * A code as `describeError` writes one for a rejection that is not an Error ("… (code 23505)",
+ * "non-Error rejection: code P2002"), and a SQLSTATE in prose ("SQLSTATE[23000]").
+ */
+const CODE_IN_TEXT = /(?<=\(code |: code )[\w.:-]{1,32}(?=\)|;|$)|(?<=\bSQLSTATE\s?[[(:=]?\s?)[0-9A-Z]{5}\b/g;
+/** Private-use characters stand for the codes while the rest is masked: no pattern below touches them. */
+const MARK = 0xe000;
+const MARKS = 0x1900;
+const MARKED = /[\ue000-\uf8ff]/g;
+
+/** The text with each code replaced by a mark, and the codes, which `restoreCodes` puts back. */
+function setCodesApart(error: string): { text: string; codes: string[] } {
+  const codes: string[] = [];
+  const mark = (code: string) => (codes.length < MARKS ? String.fromCharCode(MARK + codes.push(code) - 1) : code);
+  const text = error.replace(MARKED, '\ufffd').replace(CODE_FIELD, mark).replace(CODE_IN_TEXT, mark);
+  return { text, codes };
+}
+
+function restoreCodes(text: string, codes: string[]): string {
+  return text.replace(MARKED, (mark) => codes[mark.charCodeAt(0) - MARK]);
+}
+
+/**
  * Quotes that stay as written: JSON keys (so that errors serialised as JSON are grouped by their shape,
  * not all into one) and the values of fields such as `code` and `name` (ECONNREFUSED and ENOTFOUND are
  * two failures).
@@ -86,7 +116,8 @@ function keptQuote(text: string, at: number, length: number): boolean {
  * or an error's code and name given as JSON fields.
  */
 export function errorSignature(error: string): string {
-  return error
+  const { text, codes } = setCodesApart(error);
+  const masked = text
     .replace(QUOTED, (quoted, at: number, text: string) =>
       keptQuote(text, at, quoted.length) ? quoted : `${quoted[0]}…${quoted[quoted.length - 1]}`,
     )
@@ -102,10 +133,8 @@ export function errorSignature(error: string): string {
     .replace(LONG_HEX, '<id>')
     .replace(LONG_ALPHANUMERIC, '<id>')
     .replace(DOTTED_IDS, '<id>')
-    .replace(NUMBER, '<n>')
-    .replace(/\s+/g, ' ')
-    .trim()
-    .slice(0, SIGNATURE_LENGTH);
+    .replace(NUMBER, '<n>');
+  return restoreCodes(masked, codes).replace(/\s+/g, ' ').trim().slice(0, SIGNATURE_LENGTH);
 }
 
 /** The group of a dead letter: its topic and the signature of its error, hashed into a short id. */

@@ -204,9 +204,9 @@ describe('errorSignature', () => {
       `transport:rabbit: non-Error rejection: {"err":{"errno":-111,"code":"${code}","syscall":"connect",` +
       `"address":"127.0.0.1","port":${port}},"url":"${url}"}`;
 
-    it('keeps the keys and the code, and masks the other values', () => {
+    it('keeps the keys and the codes, and masks the other values', () => {
       expect(errorSignature(rejection('ECONNREFUSED', 5999, 'amqp://127.0.0.1:5999'))).toBe(
-        'transport:rabbit: non-Error rejection: {"err":{"errno":-<n>,"code":"ECONNREFUSED","syscall":"…",' +
+        'transport:rabbit: non-Error rejection: {"err":{"errno":-111,"code":"ECONNREFUSED","syscall":"…",' +
           '"address":"…","port":<n>},"url":"…"}',
       );
     });
@@ -222,6 +222,60 @@ describe('errorSignature', () => {
         '{"name":"TimeoutError","detail":"…"}',
       );
     });
+  });
+});
+
+describe('errorSignature of errors with a code', () => {
+  /** Two errors alike but for their code, which makes them two failures. */
+  const twoCodes: Array<[string, string]> = [
+    ['HttpError: {"status":404,"message":"Not Found"}', 'HttpError: {"status":500,"message":"Not Found"}'],
+    ['{"statusCode":404,"error":"Not Found"}', '{"statusCode":500,"error":"Not Found"}'],
+    [
+      'PrismaClientKnownRequestError: {"code":"P2002","meta":{"modelName":"Order","target":["email"]}}',
+      'PrismaClientKnownRequestError: {"code":"P2025","meta":{"modelName":"Order","target":["email"]}}',
+    ],
+    [
+      '{"code":"23505","detail":"Key (id)=(41) already exists.","table":"orders"}',
+      '{"code":"23503","detail":"Key (id)=(41) already exists.","table":"orders"}',
+    ],
+    ['{"sqlState": "23505"}', '{"sqlState": "23503"}'],
+    ['{"errno":1062,"code":"ER_DUP_ENTRY"}', '{"errno":1452,"code":"ER_DUP_ENTRY"}'],
+    ['non-Error rejection: duplicate key value (code 23505)', 'non-Error rejection: duplicate key value (code 23503)'],
+    ['Sink.text: non-Error rejection: code P2002', 'Sink.text: non-Error rejection: code P2025'],
+    ['SQLSTATE[23505]: Integrity constraint violation', 'SQLSTATE[23503]: Integrity constraint violation'],
+  ];
+
+  it.each(twoCodes)('tells %s from %s', (a, b) => {
+    expect(errorSignature(a)).not.toBe(errorSignature(b));
+  });
+
+  it('keeps the code as written and masks what varies beside it: ids, numbers in prose, timestamps, UUIDs', () => {
+    const failure = (id: number, at: string, uuid: string) =>
+      `OrderSync: QueryError: {"code":"23505","status":409,"detail":"Key (id)=(${id}) already exists.",` +
+      `"at":"${at}","requestId":"${uuid}"} after ${id % 7} attempts at ${at} (request ${uuid})`;
+    const signature = errorSignature(failure(41, '2026-12-04T13:53:24.120Z', VALUES.uuid[0]));
+    expect(errorSignature(failure(90210, '2027-01-31T00:00:01Z', VALUES.uuid[1]))).toBe(signature);
+    expect(signature).toBe(
+      // The detail is a quoted sentence: wording, its number masked.
+      'OrderSync: QueryError: {"code":"23505","status":409,"detail":"Key (id)=(<n>) already exists.","at":"…",' +
+        '"requestId":"…"} after <n> attempts at <n>-<n>-<n>T<n>:<n>:<n>Z (request <id>)',
+    );
+    expect(errorSignature('non-Error rejection: order 41 exists (code 23505)')).toBe(
+      'non-Error rejection: order <n> exists (code 23505)',
+    );
+  });
+
+  it("keeps as codes only short tokens under a code's name, and only the value, not the numbers around it", () => {
+    // A sentence or an id under "code" is no code; a "port" or an "id" is no code field.
+    expect(errorSignature('{"code":"timed out after 30 s","port":5432,"id":77}')).toBe(
+      '{"code":"timed out after <n> s","port":<n>,"id":<n>}',
+    );
+    expect(errorSignature(`{"code":"${VALUES.uuid[0]}"}`)).toBe(errorSignature(`{"code":"${VALUES.uuid[1]}"}`));
+    expect(errorSignature('{"status":"2026-12-04T13:53:24Z","code":1733320404}')).toBe(
+      errorSignature('{"status":"2027-01-31T00:00:01Z","code":1738281601}'),
+    );
+    // What looks like the marks the codes are set apart with is no code.
+    expect(errorSignature('\ue000 {"code":404} \ue001')).toBe('\ufffd {"code":404} \ufffd');
   });
 });
 

@@ -482,6 +482,27 @@ describe.each(backends())('operations on %s', (backend) => {
     });
   });
 
+  it('keeps errors apart whose JSON code differs only in digits, and discards one group alone', async () => {
+    const failure = (code: string, id: number) =>
+      JSON.stringify({ code, detail: `Key (id)=(${id}) already exists.`, table: 'orders' });
+    const [unique41, foreignKey, unique42] = await deadWith([
+      failure('23505', 41),
+      failure('23503', 41),
+      failure('23505', 42),
+    ]);
+    const groups = await ops.failureGroups();
+    const wording = (code: string) =>
+      `Sink.text: OutboxNonRetryableError: {"code":"${code}","detail":"Key (id)=(<n>) already exists.","table":"…"}`;
+    expect(groups.map((g) => [g.count, g.signature])).toEqual([
+      [2, wording('23505')],
+      [1, wording('23503')],
+    ]);
+    const { topic, fingerprint } = groups[1];
+    expect(await ops.discard({ group: { topic, fingerprint } })).toMatchObject({ matched: 1, changed: 1 });
+    expect(await row(foreignKey)).toBeUndefined();
+    expect((await ops.find({ status: 'dead' })).items.map((i) => i.id).sort()).toEqual([unique41, unique42].sort());
+  });
+
   it('computes stats in the database: by state and topic, the oldest due wait, the last claim, recent deliveries', async () => {
     const empty = await ops.stats();
     expect(empty).toMatchObject({
