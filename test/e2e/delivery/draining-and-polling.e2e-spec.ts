@@ -1,8 +1,26 @@
+import { Injectable } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { filter, firstValueFrom, take, toArray } from 'rxjs';
+import {
+  OutboxEvents,
+  OutboxHandler,
+  OutboxRetryLaterError,
+  type OutboxLifecycleEvent,
+  type OutboxMessage,
+} from '../../../lib';
 import { backends } from '../../fixtures/backends';
 import { eventually } from '../../fixtures/eventually';
 import { createTestApp } from '../../fixtures/test-app';
 import { Behaviour, Handlers, workerApps } from '../../fixtures/worker-app';
+
+/** Fails an event's first attempt, asking for its retry `afterMs` from then; succeeds after. */
+@Injectable()
+class RetriesOnce {
+  @OutboxHandler('retries.once')
+  retriesOnce(m: OutboxMessage<{ afterMs: number }>) {
+    if (m.attempt === 1) throw new OutboxRetryLaterError('not yet', m.payload.afterMs);
+  }
+}
 
 describe.each(backends())('draining and polling on %s', (backend) => {
   const start = workerApps(backend);
@@ -59,6 +77,33 @@ describe.each(backends())('draining and polling on %s', (backend) => {
     await eventually(async () => (await row(id)).status === 'delivered', 10_000, 'the retry delivered');
     expect(b.calls.map((c) => `${c.handler}@${c.message.attempt}`)).toEqual(['first@1', 'second@1', 'second@2']);
   });
+
+  it('wakes for every retry due before the next poll, not only the earliest', async () => {
+    // The interval never fires within the test: only the retries' own timers can bring the second attempts.
+    const { app } = await start(
+      { worker: { enabled: true, pollIntervalMs: 3_600_000 } },
+      { providers: [Behaviour, Handlers, RetriesOnce] },
+    );
+    const events = app.module.get(OutboxEvents).events$;
+    const firstTwo = <T extends OutboxLifecycleEvent['type']>(type: T) =>
+      firstValueFrom(
+        events.pipe(
+          filter((event): event is Extract<OutboxLifecycleEvent, { type: T }> => event.type === type),
+          take(2),
+          toArray(),
+        ),
+      );
+    const [retries, deliveries] = [firstTwo('retry.scheduled'), firstTwo('delivered')];
+    const [early, late] = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([
+        { topic: 'retries.once', payload: { afterMs: 500 } },
+        { topic: 'retries.once', payload: { afterMs: 1_500 } },
+      ]),
+    );
+    const byId = (pairs: Array<[string, number]>) => Object.fromEntries(pairs);
+    expect(byId((await retries).map((e) => [e.id, e.delayMs]))).toEqual({ [early.id]: 500, [late.id]: 1_500 });
+    expect(byId((await deliveries).map((e) => [e.id, e.attempt]))).toEqual({ [early.id]: 2, [late.id]: 2 });
+  }, 15_000);
 
   it.each([
     ['with ScheduleModule imported by the app', true],
