@@ -46,19 +46,39 @@ export function meterOf(sink: MetricSink): OutboxMeter {
 }
 
 /**
+ * Topics seen are few in practice; as in the other per-topic caches, a cap keeps a flood of new ones
+ * from growing memory.
+ */
+const MAX_LABEL_SETS = 10_000;
+
+/**
  * What `make` builds for a topic (and outcome), each built once: a metric's child, its attributes. Both
  * systems would otherwise do per call what a label set needs done once (prom-client hashes the values).
+ * At `maxSize` label sets the memo starts again, empty; what it held goes to `dropped` first.
  */
 export function byTopicAndOutcome<T>(
   make: (topic: string, outcome?: string) => T,
+  dropped: (values: T[]) => void = () => undefined,
+  maxSize = MAX_LABEL_SETS,
 ): (topic: string, outcome?: string) => T {
   // Outcome, then topic: no key string built per call.
   const made = new Map<string | undefined, Map<string, T>>();
+  let size = 0;
   return (topic, outcome) => {
     let byTopic = made.get(outcome);
     if (!byTopic) made.set(outcome, (byTopic = new Map<string, T>()));
     let value = byTopic.get(topic);
-    if (value === undefined) byTopic.set(topic, (value = make(topic, outcome)));
+    if (value === undefined) {
+      if (size >= maxSize) {
+        const values = [...made.values()].flatMap((memo) => [...memo.values()]);
+        made.clear();
+        made.set(outcome, (byTopic = new Map<string, T>()));
+        size = 0;
+        dropped(values);
+      }
+      byTopic.set(topic, (value = make(topic, outcome)));
+      size++;
+    }
     return value;
   };
 }

@@ -128,30 +128,52 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
   }
 }
 
+type TallyEntry = { child: { inc(value?: number): void }; n: number };
+
 /** A counter's counts by label values, not yet added to it. */
-class Tally {
-  private readonly pending: { child: { inc(value?: number): void }; n: number }[] = [];
+export class Tally {
+  private readonly pending = new Set<TallyEntry>();
 
   /** The count of `child`, added to it at the next flush. */
-  add(child: { inc(value?: number): void }): { n: number } {
+  add(child: { inc(value?: number): void }): TallyEntry {
     const entry = { child, n: 0 };
-    this.pending.push(entry);
+    this.pending.add(entry);
     return entry;
   }
 
-  /** The count of each topic (and outcome) of `counter`. */
-  of(counter: PromMetric<{ inc(value?: number): void }>): (topic: string, outcome?: string) => { n: number } {
-    return byTopicAndOutcome((topic, outcome) =>
-      this.add(counter.labels(outcome === undefined ? { topic } : { topic, outcome })),
+  /**
+   * The count of each topic (and outcome) of `counter`. When the memo of label sets is full and starts
+   * again, the counts it held are added to the counter at once and forgotten, so none is lost.
+   */
+  of(
+    counter: PromMetric<{ inc(value?: number): void }>,
+    maxSize?: number,
+  ): (topic: string, outcome?: string) => { n: number } {
+    return byTopicAndOutcome<TallyEntry>(
+      (topic, outcome) => this.add(counter.labels(outcome === undefined ? { topic } : { topic, outcome })),
+      (entries) => {
+        for (const entry of entries) {
+          this.flushOne(entry);
+          this.pending.delete(entry);
+        }
+      },
+      maxSize,
     );
+  }
+
+  /** How many counts are kept. */
+  get size(): number {
+    return this.pending.size;
   }
 
   /** Adds the counts to the counter (when the registry is collected). */
   flush(): void {
-    for (const entry of this.pending) {
-      if (entry.n === 0) continue;
-      entry.child.inc(entry.n);
-      entry.n = 0;
-    }
+    for (const entry of this.pending) this.flushOne(entry);
+  }
+
+  private flushOne(entry: TallyEntry): void {
+    if (entry.n === 0) return;
+    entry.child.inc(entry.n);
+    entry.n = 0;
   }
 }
