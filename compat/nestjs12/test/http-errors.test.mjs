@@ -139,7 +139,10 @@ for (const backend of BACKENDS) {
       const conflict = await call('POST', '/publish', { dedupeKey, payload: { n: 2 } });
       assert.equal(conflict.status, 409);
       assert.equal(conflict.body.statusCode, 409);
-      assert.match(conflict.body.message, /^An outbox event with dedupeKey ".*" already exists .* with different content/);
+      assert.match(
+        conflict.body.message,
+        /^An outbox event with dedupeKey ".*" already exists .* with different content/,
+      );
       const rows = await app.rows();
       assert.deepEqual(
         rows.map((row) => (typeof row.payload === 'string' ? JSON.parse(row.payload) : row.payload)),
