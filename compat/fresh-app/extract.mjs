@@ -1,19 +1,24 @@
 #!/usr/bin/env node
 // Reads the README's marked blocks for compat/fresh-app/run.sh. The contract with the README:
 //   <!-- install: nestjs-11 -->   directly above a ```bash block: the install command(s) for that major
-//   <!-- file: src/app.module.ts --> directly above a ```ts block: the complete content of that file
+//   <!-- file: src/orders/orders.module.ts --> directly above a ```ts block: the complete content of that file
+//   <!-- merge: src/app.module.ts --> directly above a ```ts block: a Nest module to add to the file the CLI
+//       generated, as a user does: its import declarations go below the file's own (those it already has
+//       are skipped), its `@Module({ imports: [...] })` entries go first in the file's `imports`; everything
+//       else the CLI wrote stays. A comment line starting with `// …` stands for what the CLI generated and is
+//       not pasted. The block may hold nothing else: what the merge could not place fails the check.
 // Snippets are written ESM-style (`.js` on relative imports); the README tells CommonJS users to drop
 // that `.js`, and the `cjs` argument applies exactly that rewrite and nothing else.
 //
 //   node extract.mjs install <README> <label> <tarball>   prints the commands, the package replaced by <tarball>
 //   node extract.mjs files <README> <app dir> esm|cjs     writes the files, prints their paths
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
 
 const PACKAGE = 'nestjs-typeorm-outbox';
-const MARKER = /^\s*<!--\s*(install|file):\s*(\S+)\s*-->\s*$/;
+const MARKER = /^\s*<!--\s*(install|file|merge):\s*(\S+)\s*-->\s*$/;
 const FENCE = /^\s*(`{3,}|~{3,})\s*([\w-]*)/;
-const LANGUAGES = { install: ['bash', 'sh', 'shell'], file: ['ts', 'typescript'] };
+const LANGUAGES = { install: ['bash', 'sh', 'shell'], file: ['ts', 'typescript'], merge: ['ts', 'typescript'] };
 
 function fail(message) {
   process.stderr.write(`extract: ${message}\n`);
@@ -99,20 +104,107 @@ function checkModuleSystem(moduleSystem) {
   if (moduleSystem !== 'esm' && moduleSystem !== 'cjs') fail(`module system must be esm or cjs, not "${moduleSystem}"`);
 }
 
+/** The index of the bracket that closes the one at `open`, past strings and comments. */
+function closingBracket(source, open, where) {
+  const pairs = { '(': ')', '[': ']', '{': '}' };
+  const stack = [];
+  for (let i = open; i < source.length; i++) {
+    const c = source[i];
+    if (c === '/' && (source[i + 1] === '/' || source[i + 1] === '*')) {
+      const close = source[i + 1] === '/' ? '\n' : '*/';
+      const end = source.indexOf(close, i + 2);
+      i = end === -1 ? source.length : end + close.length - 1;
+    } else if (c === "'" || c === '"' || c === '`') {
+      for (i++; i < source.length && source[i] !== c; i++) if (source[i] === '\\') i++;
+    } else if (pairs[c]) stack.push(pairs[c]);
+    else if (c === ')' || c === ']' || c === '}') {
+      if (stack.pop() !== c) break;
+      if (stack.length === 0) return i;
+    }
+  }
+  fail(`${where}: unbalanced brackets from offset ${open}`);
+}
+
+/** The import declarations at the top of a module, each as written, and where the last one ends. */
+function importDeclarations(source) {
+  const declarations = [];
+  let end = 0;
+  const declaration = /^import\b[^;]*;[ \t]*\n?/gm;
+  for (let match; (match = declaration.exec(source)); ) {
+    if (source.slice(end, match.index).replace(/^\s*\/\/.*$/gm, '').trim() !== '') break;
+    declarations.push(match[0].trim());
+    end = match.index + match[0].length;
+  }
+  return { declarations, end };
+}
+
+/** The `imports: [...]` array of the `@Module({...})` of `source`: where its brackets are. */
+function moduleImportsArray(source, where) {
+  const decorator = source.indexOf('@Module(');
+  if (decorator === -1) fail(`${where}: no @Module( in it`);
+  const metadataOpen = source.indexOf('{', decorator);
+  const metadataClose = closingBracket(source, metadataOpen, where);
+  const imports = /\bimports\s*:\s*\[/g;
+  imports.lastIndex = metadataOpen;
+  const match = imports.exec(source);
+  if (!match || match.index > metadataClose) return { metadataOpen, metadataClose };
+  const open = match.index + match[0].length - 1;
+  return { metadataOpen, metadataClose, open, close: closingBracket(source, open, where) };
+}
+
+const sameCode = (a, b) => a.replace(/\s+/g, ' ') === b.replace(/\s+/g, ' ');
+
+/** Adds the README's module block to the module the CLI generated (see the contract at the top). */
+function mergeModule(generated, block, where) {
+  const snippet = block.replace(/^[ \t]*\/\/ ….*\n/gm, '');
+  const { declarations, end: snippetImportsEnd } = importDeclarations(snippet);
+  const entries = moduleImportsArray(snippet, where);
+  if (entries.open === undefined) fail(`${where}: its @Module({...}) has no imports: [...] to add`);
+  const rest = (snippet.slice(snippetImportsEnd, entries.open + 1) + snippet.slice(entries.close)).trim();
+  if (!/^@Module\(\{\s*imports:\s*\[\],?\s*\}\)\s*export class \w+ \{\}$/.test(rest.replace(/\s+/g, ' '))) {
+    fail(`${where}: besides import declarations and @Module({ imports: [...] }), it holds what a merge cannot place:\n${rest}`);
+  }
+  const added = snippet.slice(entries.open + 1, entries.close);
+
+  const target = moduleImportsArray(generated, `the generated file for ${where}`);
+  let merged;
+  if (target.open === undefined) {
+    merged =
+      generated.slice(0, target.metadataOpen + 1) +
+      `\n  imports: [${added}],` +
+      generated.slice(target.metadataOpen + 1);
+  } else if (generated.slice(target.open + 1, target.close).trim() === '') {
+    merged = generated.slice(0, target.open + 1) + added + generated.slice(target.close);
+  } else {
+    merged = generated.slice(0, target.open + 1) + added.trimEnd() + generated.slice(target.open + 1);
+  }
+
+  const own = importDeclarations(merged);
+  const missing = declarations.filter((d) => !own.declarations.some((o) => sameCode(o, d)));
+  return merged.slice(0, own.end) + missing.map((d) => `${d}\n`).join('') + merged.slice(own.end);
+}
+
 function files(readmePath, appDir, moduleSystem) {
   checkModuleSystem(moduleSystem);
-  const blocks = markedBlocks(readmePath).filter((b) => b.kind === 'file');
+  const blocks = markedBlocks(readmePath).filter((b) => b.kind === 'file' || b.kind === 'merge');
   if (blocks.length === 0) {
     fail(`${readmePath} has no <!-- file: <path> --> marker above a \`\`\`ts block: nothing to paste`);
   }
   const seen = new Map();
-  for (const { name, where, body } of blocks) {
+  for (const { kind, name, where, body } of blocks) {
     const path = normalize(name);
     if (isAbsolute(path) || path.startsWith('..')) fail(`${where}: the path must be relative to the app folder`);
     if (seen.has(path)) fail(`${where}: ${path} is already given by ${seen.get(path)}`);
     seen.set(path, where);
-    mkdirSync(dirname(join(appDir, path)), { recursive: true });
-    writeFileSync(join(appDir, path), moduleSystem === 'cjs' ? dropRelativeJs(body) : body);
+    const file = join(appDir, path);
+    const source = moduleSystem === 'cjs' ? dropRelativeJs(body) : body;
+    if (kind === 'merge') {
+      if (!existsSync(file)) fail(`${where}: the app has no ${path} to add the block to`);
+      writeFileSync(file, mergeModule(readFileSync(file, 'utf8'), source, where));
+    } else {
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, source);
+    }
     process.stdout.write(`${path}\n`);
   }
 }

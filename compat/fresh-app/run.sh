@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # The newcomer's path, checked: packs the library as npm would publish it, creates a new NestJS app
 # with the official CLI in a temp folder, runs the README's install commands there (the package name
-# replaced by the tarball), pastes the README's quick start files, type-checks them, runs the app's own
-# e2e command, then builds the app and starts it (boot.mjs), on SQLite (better-sqlite3). Two apps, one
-# after the other:
-#   nestjs-11  @nestjs/cli 11: CommonJS, Jest (`npm run test:e2e`, test/jest-e2e.json); the README's
-#              snippets get their relative `.js` dropped, as the README tells CommonJS users to do
-#   nestjs-12  @nestjs/cli 12: ESM, Vitest (`npm run test:e2e`, vitest.config.e2e.ts); snippets as written
+# replaced by the tarball), pastes the README's quick start files (its app.module.ts block added to the
+# generated one), type-checks them, runs the app's own e2e command, then builds the app and starts it
+# (boot.mjs), on SQLite (better-sqlite3). Three apps, one after the other:
+#   nestjs-11         @nestjs/cli 11, pinned: CommonJS, Jest (`npm run test:e2e`, test/jest-e2e.json); the
+#                     README's snippets get their relative `.js` dropped, as the README tells CommonJS users
+#   nestjs-12         @nestjs/cli 12, pinned, --no-observe: ESM, Vitest (`npm run test:e2e`,
+#                     vitest.config.e2e.ts); snippets as written
+#   nestjs-12-latest  the newest @nestjs/cli with its defaults, as a user who runs `nest new` today gets
+#                     it (12.0.15 wires @nestjs/observe into app.module.ts and main.ts); the README's
+#                     nestjs-12 install commands
 # README contract (read by extract.mjs): `<!-- install: nestjs-11 -->` / `<!-- install: nestjs-12 -->`
-# directly above a ```bash block, `<!-- file: <path> -->` directly above a ```ts block. The test is the
-# README's `<!-- file: test/… -->` block (the Testing section's recipe); without one the check fails.
+# directly above a ```bash block, `<!-- file: <path> -->` directly above a ```ts block (a whole file),
+# `<!-- merge: src/app.module.ts -->` directly above a ```ts block (added to the generated module). The
+# test is the README's `<!-- file: test/… -->` block (the Testing section's recipe); without one the
+# check fails.
 # Expects `npm run build` done at the root. Needs the npm registry; SQLite files only, no servers.
 # For working on it: FRESH_APP_README=<file> reads another README, FRESH_APP_TARBALL=<.tgz> installs
-# that instead of a pack of the root, FRESH_APP_ONLY=11|12 runs one app, FRESH_APP_KEEP=1 keeps the
-# temp folder.
+# that instead of a pack of the root, FRESH_APP_ONLY=11|12|latest runs one app, FRESH_APP_KEEP=1 keeps
+# the temp folder.
 set -euo pipefail
 
 # The generators, pinned (the CLI takes the schematics package, which holds the templates, as a
@@ -22,6 +28,8 @@ NEST11_CLI=@nestjs/cli@11.0.24
 NEST11_SCHEMATICS=@nestjs/schematics@11.1.0
 NEST12_CLI=@nestjs/cli@12.0.8
 NEST12_SCHEMATICS=@nestjs/schematics@12.0.6
+# And the newest CLI, unpinned with its schematics, for the app a new user makes today.
+NEST_LATEST_CLI=@nestjs/cli@latest
 TEST_TIMEOUT_SECONDS=300
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -109,26 +117,31 @@ check_app() { # label, app dir, cjs|esm
     die "$label: the generated package.json has no test:e2e script"
 }
 
-run_app() { # label (nestjs-11|nestjs-12), cli, schematics, cjs|esm, extra `nest new` options...
-  local label="$1" cli="$2" schematics="$3" modules="$4"
-  shift 4
+run_app() { # label, install block (nestjs-11|nestjs-12), cli, schematics (or ''), cjs|esm, extra `nest new` options...
+  local label="$1" install="$2" cli="$3" schematics="$4" modules="$5"
+  shift 5
+  local generator=(-p "$cli")
+  [ -z "$schematics" ] || generator+=(-p "$schematics")
   local work="$tmp/$label" started=$SECONDS
   local app="$work/app" logs="$work/logs"
   mkdir -p "$work" "$logs"
 
-  say "$label: nest new with $cli ($schematics)"
-  # stdin is not a terminal: the CLI asks nothing and takes each default (for 12: ESM, no @nestjs/observe).
+  say "$label: nest new with $cli (${schematics:-its own schematics}) $*"
+  # stdin is not a terminal: the CLI asks nothing and takes each default (for 12: ESM; the pinned 12.0.8
+  # leaves @nestjs/observe out, newer ones wire it in unless told --no-observe).
   logged "$logs/nest-new.log" "$label: npx $cli new app" \
-    bash -c 'cd "$1" && rm -rf app && shift && npx -y -p "$@" </dev/null' _ "$work" "$cli" -p "$schematics" \
+    bash -c 'cd "$1" && rm -rf app && shift && npx -y "$@" </dev/null' _ "$work" "${generator[@]}" \
     nest new app --skip-git --skip-install --package-manager npm --language ts "$@"
   [ -f "$app/package.json" ] || die "$label: nest new made no app/package.json (see above)"
   check_app "$label" "$app" "$modules"
+  say "$label: made by @nestjs/cli $(npx -y "${generator[@]}" nest --version </dev/null 2>/dev/null || echo '(version unknown)'), \
+with$(grep -q '"@nestjs/observe"' "$app/package.json" || echo out) @nestjs/observe"
 
   say "$label: npm install (what nest new runs unless told to skip it)"
   logged "$logs/npm-install.log" "$label: npm install of the new app" bash -c 'cd "$1" && npm install' _ "$app"
 
-  say "$label: the README's <!-- install: $label --> commands, $(basename "$tarball") for nestjs-typeorm-outbox"
-  (cd "$here" && node extract.mjs install "$readme" "$label" "$tarball") >"$work/install.sh" ||
+  say "$label: the README's <!-- install: $install --> commands, $(basename "$tarball") for nestjs-typeorm-outbox"
+  (cd "$here" && node extract.mjs install "$readme" "$install" "$tarball") >"$work/install.sh" ||
     die "$label: could not read the install commands from $readme (see above)"
   sed 's/^/    /' "$work/install.sh"
   logged "$logs/readme-install.log" "$label: the README's install commands (the log shows each as + …)" \
@@ -165,7 +178,7 @@ The README's install block must approve it, e.g. \`npm pkg set allowScripts.bett
     say "$label: better-sqlite3's install script ran and built its addon"
   fi
 
-  say "$label: pasting the README's <!-- file: … --> blocks ($modules)"
+  say "$label: pasting the README's <!-- file: … --> blocks, adding its <!-- merge: … --> ones ($modules)"
   (cd "$here" && node extract.mjs files "$readme" "$app" "$modules") >"$work/files.txt" ||
     die "$label: could not paste the quick start from $readme (see above)"
   say "$label: pasted $(paste -sd ' ' "$work/files.txt")"
@@ -217,7 +230,10 @@ try_app() { # run_app's arguments
     say "$1: failed after $((SECONDS - started)) s"
   fi
 }
-if [ "$only" != 12 ]; then try_app nestjs-11 "$NEST11_CLI" "$NEST11_SCHEMATICS" cjs; fi
-if [ "$only" != 11 ]; then try_app nestjs-12 "$NEST12_CLI" "$NEST12_SCHEMATICS" esm --no-observe; fi
+if [ -z "$only" ] || [ "$only" = 11 ]; then try_app nestjs-11 nestjs-11 "$NEST11_CLI" "$NEST11_SCHEMATICS" cjs; fi
+if [ -z "$only" ] || [ "$only" = 12 ]; then
+  try_app nestjs-12 nestjs-12 "$NEST12_CLI" "$NEST12_SCHEMATICS" esm --no-observe
+fi
+if [ -z "$only" ] || [ "$only" = latest ]; then try_app nestjs-12-latest nestjs-12 "$NEST_LATEST_CLI" '' esm; fi
 [ "${#failed[@]}" = 0 ] || die "${failed[*]} (see the FAILED lines above)"
 say "passed"

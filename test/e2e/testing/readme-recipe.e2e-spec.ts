@@ -7,8 +7,8 @@ import { postgresUrl } from '../../fixtures/env';
 
 /**
  * The README's Testing recipe, verbatim, against the README's quick start app: the marked files are
- * pasted as a CommonJS app would have them (compat/fresh-app/extract.mjs, the extractor CI's fresh-app
- * check uses), and the recipe's own describe block runs here, once on SQLite exactly as pasted, and
+ * pasted as a CommonJS app would have them, the module block added to the generated app.module.ts
+ * (compat/fresh-app/extract.mjs, the extractor CI's fresh-app check uses), and the recipe's own describe block runs here, once on SQLite exactly as pasted, and
  * once on PostgreSQL with the change the README gives for it. `nestjs-typeorm-outbox` resolves to lib/
  * (jest.config.js).
  */
@@ -16,7 +16,7 @@ const root = join(__dirname, '../../..');
 
 function pasteReadmeApp(): string {
   const dir = join(root, '.tmp', uniqueName('readme-app'));
-  // What `nest new` generated and the quick start keeps (its app.module.ts imports them).
+  // What `nest new` generated: the quick start adds to its app.module.ts and keeps the rest.
   cpSync(join(root, 'test/fixtures/nest-new/src'), join(dir, 'src'), { recursive: true });
   execFileSync(process.execPath, [
     join(root, 'compat/fresh-app/extract.mjs'),
