@@ -127,8 +127,8 @@ run_app() { # label, install block (nestjs-11|nestjs-12), cli, schematics (or ''
   mkdir -p "$work" "$logs"
 
   say "$label: nest new with $cli (${schematics:-its own schematics}) $*"
-  # stdin is not a terminal: the CLI asks nothing and takes each default (for 12: ESM; the pinned 12.0.8
-  # leaves @nestjs/observe out, newer ones wire it in unless told --no-observe).
+  # stdin is not a terminal: the CLI asks nothing and takes each default (for 12.0.15: ESM, and
+  # @nestjs/observe unless told --no-observe, as the pinned app is).
   logged "$logs/nest-new.log" "$label: npx $cli new app" \
     bash -c 'cd "$1" && rm -rf app && shift && npx -y "$@" </dev/null' _ "$work" "${generator[@]}" \
     nest new app --skip-git --skip-install --package-manager npm --language ts "$@"
