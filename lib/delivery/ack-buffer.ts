@@ -14,15 +14,15 @@ export const ACK_FLUSH_MS = 250;
  * only when everything buffered before it is written.
  */
 export class AckBuffer {
-  private ids: string[] = [];
+  private events: ClaimedEvent[] = [];
   private writing: Promise<void> = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
+  /** Successes whose acknowledgement was not written: refused, failed, or skipped after shutdown. */
+  private readonly unwritten = new Set<string>();
 
   constructor(
     private readonly recorder: OutcomeRecorder,
     private readonly scope: ClaimScope,
-    /** The events of the lanes these successes come from. */
-    private readonly batch: ClaimedEvent[],
     /** Each event of a run (per-key order) to the one after it, which the lane starts only once it is written. */
     private readonly nextInRun: ReadonlyMap<string, string> = new Map(),
   ) {
@@ -32,19 +32,34 @@ export class AckBuffer {
   }
 
   /** A success. Buffered successes are written by shutdown too; one that ends after it closed is not. */
-  add(id: string): void {
-    if (this.recorder.mayAcknowledge(id)) this.ids.push(id);
+  add(event: ClaimedEvent): void {
+    if (this.recorder.mayAcknowledge(event.id)) this.events.push(event);
+    else this.unwritten.add(event.id);
   }
 
   flush(): Promise<void> {
-    const ids = this.ids;
-    if (ids.length > 0) {
-      this.ids = [];
+    const events = this.events;
+    if (events.length > 0) {
+      this.events = [];
       // The key of an event whose successor in its run is still to start moves onto an event this claim holds.
-      const heldNext = ids.filter((id) => this.nextInRun.has(id)).length;
-      this.writing = this.writing.then(() => this.recorder.acknowledge(ids, this.scope, this.batch, heldNext));
+      const heldNext = events.filter((e) => this.nextInRun.has(e.id)).length;
+      this.writing = this.writing.then(async () => {
+        const written = await this.recorder.acknowledge(events, this.scope, heldNext);
+        if (written.length < events.length) {
+          for (const e of events) if (!written.includes(e)) this.unwritten.add(e.id);
+        }
+      });
     }
     return this.writing;
+  }
+
+  /**
+   * Writes what is buffered; true when the acknowledgement of `id` is written. A run (per-key order)
+   * goes on only then: else its key's front has not moved, and another claim may hold the key.
+   */
+  async written(id: string): Promise<boolean> {
+    await this.flush();
+    return !this.unwritten.has(id);
   }
 
   /** The batch has ended: stops the timer and writes what is left. */

@@ -102,7 +102,9 @@ export class ClaimedBatch {
     const [alone, ...later] = suspects;
     let gaveBack = 0;
     if (later.length > 0) {
-      const ids = later.map((e) => e.id);
+      // With the events of their runs, which this claim leased behind them: nothing else would start or
+      // release those, and they would wait out the lease with an attempt counted that never ran.
+      const ids = later.flatMap((e) => [e.id, ...(this.claim.runs.get(e.id) ?? []).map((r) => r.id)]);
       for (const id of ids) this.ctx.state.leaveWaiting(id, this.scope);
       gaveBack = await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'isolation');
     }
@@ -119,8 +121,7 @@ export class ClaimedBatch {
   private async inLanes(events: ClaimedEvent[], alone = false): Promise<void> {
     if (events.length === 0) return;
     const { state, recorder, lanes } = this.ctx;
-    const runs = events.flatMap((event) => this.claim.runs.get(event.id) ?? []);
-    const acks = new AckBuffer(recorder, this.scope, [...events, ...runs], this.nextInRun(events));
+    const acks = new AckBuffer(recorder, this.scope, this.nextInRun(events));
     state.ackBuffers.add(acks);
     const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
     let outcomes: Array<{ error: unknown } | undefined> = [];
@@ -147,20 +148,23 @@ export class ClaimedBatch {
    */
   private async onLane(event: ClaimedEvent, acks: AckBuffer, alone: boolean): Promise<{ error: unknown } | undefined> {
     try {
-      let delivered = await this.deliver(event);
-      if (delivered) acks.add(event.id);
+      let last = event;
+      let delivered = await this.deliver(last);
+      if (delivered) acks.add(last);
       // Its run (per-key order): the events of its key behind it, each only once the one before it is
       // acknowledged — were this process to die, a success not yet written would run again after the next
-      // event had started. So the key's front has moved onto each before it starts, or fails.
+      // event had started. So the key's front has moved onto each before it starts, or fails. An
+      // acknowledgement refused (another claim took the key) or failed ends the run as a failure does.
       const run = this.claim.runs.get(event.id) ?? [];
       for (let i = 0; i < run.length; i++) {
-        if (delivered) await acks.flush();
+        if (delivered) delivered = await acks.written(last.id);
         if (!delivered || this.ctx.state.stopping) {
           await this.endRun(run.slice(i));
           break;
         }
-        delivered = await this.deliver(run[i]);
-        if (delivered) acks.add(run[i].id);
+        last = run[i];
+        delivered = await this.deliver(last);
+        if (delivered) acks.add(last);
       }
       return undefined;
     } catch (error) {

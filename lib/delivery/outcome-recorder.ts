@@ -4,7 +4,6 @@ import type { OutboxDeadLetterReason, OutboxLeaseLostEvent, OutboxReleaseReason 
 import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
-import { orderedKeys } from '../ordering/key-order';
 import { describeError } from '../utils/describe-error';
 import { aboutEvents } from '../utils/log-record';
 import type { ClaimScope, DeliveryState } from './delivery-state';
@@ -36,10 +35,7 @@ export class OutcomeRecorder {
     private readonly logger: Logger,
   ) {}
 
-  /**
-   * A claim leased its events (and the rows it could not decode), and dead-lettered those whose last
-   * attempt outlived its lease.
-   */
+  /** A claim leased its events (and rows it could not decode), and dead-lettered those whose last attempt outlived its lease. */
   claimed(claim: ClaimResult, total: OutboxDrainResult): void {
     if (this.events.observed) {
       const leased = claim.undecodable.filter((row) => !row.deadLettered);
@@ -143,25 +139,31 @@ export class OutcomeRecorder {
     return false;
   }
 
-  /** One statement for a batch's successes `ids`, all of `batch`. */
-  async acknowledge(ids: string[], scope: ClaimScope, batch: ClaimedEvent[], heldNext = 0): Promise<void> {
+  /** A batch's successes in one statement, their keys' fronts moved with it (`heldNext`: see `OutboxStore.acknowledge`). */
+  async acknowledge(events: ClaimedEvent[], scope: ClaimScope, heldNext = 0): Promise<ClaimedEvent[]> {
+    const ids = events.map((e) => e.id);
+    let written = events;
     try {
-      const acknowledged = await this.store.acknowledge(ids, scope.token, orderedKeys(ids, batch), heldNext);
+      const keys = events.filter((e) => e.seq !== null).map((e) => e.key!);
+      const acknowledged = await this.store.acknowledge(ids, scope.token, keys, heldNext);
       scope.total.delivered += acknowledged;
-      if (acknowledged < ids.length) {
-        this.refused(ids, ids.length - acknowledged, 'acknowledge', scope.total);
-        const text = `Outbox acknowledgement of ${ids.length - acknowledged} of ${ids.length} event(s) rejected`;
-        this.logger.warn(aboutEvents(`${text}: their lease expired and another claim took them`, ids));
-      } else if (this.events.observed) {
-        const byId = new Map(batch.map((e) => [e.id, e]));
-        for (const id of ids) {
-          const event = byId.get(id)!;
-          this.events.emit({ type: 'delivered', id, topic: event.topic, attempt: event.attempts });
-        }
-      }
+      // Some refused (another claim took them): the others are delivered all the same, and said so.
+      if (acknowledged < ids.length) written = acknowledged === 0 ? [] : await this.store.deliveredAt(events);
     } catch (error) {
       this.storeFailed('acknowledgement', ids, error);
+      return [];
     }
+    if (written.length < ids.length) {
+      const refused = ids.filter((id) => !written.some((e) => e.id === id));
+      this.refused(refused, refused.length, 'acknowledge', scope.total);
+      const text = `Outbox acknowledgement of ${refused.length} of ${ids.length} event(s) rejected`;
+      this.logger.warn(aboutEvents(`${text}: their lease expired and another claim took them`, refused));
+    }
+    if (this.events.observed) {
+      for (const { id, topic, attempts: attempt } of written)
+        this.events.emit({ type: 'delivered', id, topic, attempt });
+    }
+    return written;
   }
 
   /** Not started (shutdown began, or too little lease is left): handed back with its attempt uncounted. */
@@ -256,8 +258,8 @@ export class OutcomeRecorder {
   }
 
   /**
-   * `count` of the fenced writes of `ids` were refused: the claim lost their lease. When it is less than
-   * `ids.length`, the database did not say which; a batch shares one token, so it is all or none.
+   * `count` of the fenced writes of `ids` were refused: the claim lost their lease. A release of many does
+   * not say which: then `ids` are all it tried.
    */
   private refused(ids: string[], count: number, what: OutboxLeaseLostEvent['what'], total?: OutboxDrainResult): void {
     if (total) total.lostLeases += count;

@@ -73,12 +73,3 @@ export function resolveOrdering(value: unknown): ResolvedOrdering[] {
     return { topic: o.topic!, deadHead };
   });
 }
-
-/** The keys of those of `ids` that are events of ordered keys: their acknowledgement moves their keys' fronts. */
-export function orderedKeys(
-  ids: string[],
-  batch: ReadonlyArray<{ id: string; seq: unknown; key: string | null }>,
-): string[] {
-  const acknowledged = new Set(ids);
-  return batch.filter((e) => e.seq !== null && acknowledged.has(e.id)).map((e) => e.key!);
-}

@@ -13,6 +13,8 @@ import {
   PARAMETERS_PER_KEY,
   frontsOfStatement,
   promoteStatement,
+  purgeIdleKeysStatement,
+  deleteKeysStatement,
 } from '../dialects/shared/key-order-statements';
 import type { KeyPlace } from '../dialects/shared/insert-statement';
 import type { KeyClaim } from '../dialects/shared/key-order-statements';
@@ -269,4 +271,19 @@ export async function takeFollowers(
       ids.map((id) => found.get(id)!),
     );
   return byFront;
+}
+
+/** Deletes up to `batchSize` rows of ordered keys with nothing unfinished (see `purgeIdleKeysStatement`); returns how many. */
+export async function purgeIdleKeys(
+  executor: SqlExecutor,
+  f: SqlFlavor,
+  table: OutboxTable,
+  batchSize: number,
+): Promise<number> {
+  const statement = purgeIdleKeysStatement(f, table, batchSize);
+  if (!f.keyOrder.lockThenDelete) return (await executor.run(statement)).affected;
+  return executor.transaction(async (run) => {
+    const keys = (await run(statement)).rows.map((row) => String(row.key));
+    return keys.length === 0 ? 0 : (await run(deleteKeysStatement(f, table, keys))).affected;
+  });
 }

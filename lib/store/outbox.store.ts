@@ -1,4 +1,5 @@
-import { acknowledgeStatement, failStatement, releaseStatement } from '../dialects/shared/outcome-statements';
+import { acknowledgeStatement, deliveredStatement } from '../dialects/shared/outcome-statements';
+import { failStatement, releaseStatement } from '../dialects/shared/outcome-statements';
 import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -25,8 +26,8 @@ import { CommitWatcher } from './commit-watcher';
 import { createSqlExecutor } from './sql-executor';
 import { verifyOutboxTable } from './table-check';
 import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
-import { finishInOrder, lockKeys, moveFronts, sortKeys, sweepFinishedFronts, takeFollowers } from './key-order-writes';
-import { purgeIdleKeysStatement } from '../dialects/shared/key-order-statements';
+import { finishInOrder, lockKeys, moveFronts, purgeIdleKeys, sortKeys } from './key-order-writes';
+import { sweepFinishedFronts, takeFollowers } from './key-order-writes';
 import { EventInserter } from './event-inserter';
 
 export interface ClaimResult {
@@ -192,6 +193,14 @@ export class OutboxStore implements OnModuleInit {
     return this.finish(acknowledgeStatement(this.dialect.flavor, this.table, ids, token), ids, keys, heldNext);
   }
 
+  /** Which of `events` an acknowledgement wrote: delivered at the attempt their claim counted (a later claim counts one more). */
+  async deliveredAt<T extends { id: string; attempts: number }>(events: T[]): Promise<T[]> {
+    const ids = events.map((e) => e.id);
+    const { rows } = await this.executor.run(deliveredStatement(this.dialect.flavor, this.table, ids));
+    const attempts = new Map(rows.map((row) => [String(row.id), Number(row.attempts)]));
+    return events.filter((e) => attempts.get(e.id) === e.attempts);
+  }
+
   /**
    * Each returns false when the token no longer owns a live lease: nothing was changed. `frontOf`: the
    * key whose front moves on when this failure finishes the event (dead, and its topic skips dead heads).
@@ -223,7 +232,7 @@ export class OutboxStore implements OnModuleInit {
 
   /** Deletes up to `batchSize` rows of ordered keys with nothing unfinished; returns how many. */
   async purgeIdleKeys(batchSize: number): Promise<number> {
-    return (await this.executor.run(purgeIdleKeysStatement(this.dialect.flavor, this.table, batchSize))).affected;
+    return purgeIdleKeys(this.executor, this.dialect.flavor, this.table, batchSize);
   }
 
   /** Runs an outcome; with `keys`, in one transaction with the move of their fronts (see `finishInOrder`). */

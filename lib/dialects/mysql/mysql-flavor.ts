@@ -51,7 +51,7 @@ export const mysqlFlavor: SqlFlavor = {
   onDedupeConflict: ' ON DUPLICATE KEY UPDATE `id` = `id`',
   // VALUES() rather than MySQL 8's row alias, which MariaDB does not know; front_id first, as assigned in order.
   keyOrder: {
-    deleteLimit: true,
+    lockThenDelete: true,
     // MariaDB's planner, its statistics refreshed mid-drain, read a key's next event by scanning every
     // event: a front's move went from 0.2 ms to seconds (bench, 1,000 keys).
     byKey: (table, alias) => `${qt(table)} AS ${alias} FORCE INDEX (${q(indexNames(table.name).order)})`,

@@ -1,6 +1,8 @@
 import type { RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
 import { finishedStatus, indexNames } from '../shared/dialect.util';
 import type { OutboxTable } from '../shared/outbox-table';
+import { keptHeads } from '../shared/key-order-statements';
+import { mysqlFlavor } from './mysql-flavor';
 import { NOW, q, qt } from './mysql-sql';
 
 /**
@@ -29,8 +31,9 @@ export function purgeSelection(table: OutboxTable, a: RetentionBatch): Statement
   // (forced, as the claim's: another plan may lock every row it reads, and another purge skips them all).
   return {
     sql:
-      `SELECT \`id\` FROM ${qt(table)} FORCE INDEX (${q(indexNames(table.name).retention)}) WHERE \`status\` = '${finishedStatus(a.status)}' ` +
-      `AND \`processed_at\` < DATE_SUB(${NOW}, INTERVAL ? MICROSECOND) ORDER BY \`processed_at\` LIMIT ? FOR UPDATE SKIP LOCKED`,
+      `SELECT r.\`id\` FROM ${qt(table)} AS r FORCE INDEX (${q(indexNames(table.name).retention)}) ` +
+      `WHERE r.\`status\` = '${finishedStatus(a.status)}' AND r.\`processed_at\` < DATE_SUB(${NOW}, INTERVAL ? MICROSECOND)` +
+      `${keptHeads(mysqlFlavor, table, a)} ORDER BY r.\`processed_at\` LIMIT ? FOR UPDATE SKIP LOCKED`,
     params: [a.olderThanMs * 1000, a.batchSize],
   };
 }

@@ -24,6 +24,7 @@ import type { OutboxTable } from '../shared/outbox-table';
 import { claimAssignments } from '../shared/claim-rules';
 import { renewStatement } from '../shared/outcome-statements';
 import { StatementBuilder } from '../shared/statement-builder';
+import { keptHeads } from '../shared/key-order-statements';
 
 /** Finished rows of `status` older than $1 ms by the database clock. */
 const finished = (status: string, o = '') =>
@@ -110,8 +111,8 @@ export class PostgresDialect implements OutboxDialect {
   purgeSelection(table: OutboxTable, a: RetentionBatch): Statement {
     return {
       sql:
-        `SELECT "id" FROM ${quoteTable(table)} WHERE ${finished(a.status)} ` +
-        'ORDER BY "processed_at" LIMIT $2 FOR UPDATE SKIP LOCKED',
+        `SELECT "id" FROM ${quoteTable(table)} AS r WHERE ${finished(a.status, 'r.')}${keptHeads(this.flavor, table, a)} ` +
+        'ORDER BY r."processed_at" LIMIT $2 FOR UPDATE OF r SKIP LOCKED',
       params: [a.olderThanMs, a.batchSize],
     };
   }

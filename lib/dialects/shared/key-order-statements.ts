@@ -160,18 +160,45 @@ export function blockedKeysStatement(f: SqlFlavor, table: OutboxTable, limit: nu
 
 /**
  * Deletes up to `batchSize` rows of idle keys (no unfinished event): a key's next publish writes its row
- * again, numbering from 1. A publisher holding an idle key's row makes it not idle by its commit, and
- * the delete, which waits for that lock, then leaves the row alone.
+ * again, numbering from 1. Rows others hold are passed over, not waited for: a publisher holding an idle
+ * key's row makes it not idle by its commit, and the delete reads `front_id` again on the row itself (a
+ * row chosen by a subquery alone would be deleted from under the publisher's new front). Where a DELETE
+ * cannot select from its own table (`lockThenDelete`), this selects and locks the rows, and
+ * `deleteKeysStatement` deletes them.
  */
 export function purgeIdleKeysStatement(f: SqlFlavor, table: OutboxTable, batchSize: number): Statement {
   const b = new StatementBuilder(f.placeholder);
   const keys = f.table(keysTableOf(table));
-  const idle = `${f.ident('front_id')} IS NULL`;
-  const limit = b.bind(batchSize);
+  const c = f.ident;
+  const idle = `${c('front_id')} IS NULL`;
+  const pick = `SELECT ${c('key')} FROM ${keys} WHERE ${idle} LIMIT ${b.bind(batchSize)}${f.forUpdate ? `${f.forUpdate} SKIP LOCKED` : ''}`;
   return b.statement(
-    f.keyOrder.deleteLimit
-      ? `DELETE FROM ${keys} WHERE ${idle} LIMIT ${limit}`
-      : `DELETE FROM ${keys} WHERE ${f.ident('key')} IN (SELECT ${f.ident('key')} FROM ${keys} WHERE ${idle} LIMIT ${limit})`,
+    f.keyOrder.lockThenDelete ? pick : `DELETE FROM ${keys} WHERE ${idle} AND ${c('key')} IN (${pick})`,
+  );
+}
+
+/**
+ * Deletes the rows of `keys` (locked by `purgeIdleKeysStatement`, `lockThenDelete`) that are still idle,
+ * found by primary key: a scan would wait for every key another transaction holds.
+ */
+export function deleteKeysStatement(f: SqlFlavor, table: OutboxTable, keys: string[]): Statement {
+  const b = new StatementBuilder(f.placeholder);
+  return b.statement(
+    `DELETE k FROM ${f.byId(keysTableOf(table), 'k')} WHERE ${keyIn(f, b.bind, keys, 'k.')} AND k.${f.ident('front_id')} IS NULL`,
+  );
+}
+
+/**
+ * For retention's selection of dead rows (the events' table as `r`): not a dead event that blocks its key
+ * (its key's front, under `deadHead: 'block'`). Deleted by age, the events behind it would wait for ever
+ * with nothing to show why; it stays until it is redriven or discarded. Nothing for delivered rows.
+ */
+export function keptHeads(f: SqlFlavor, table: OutboxTable, a: { status: string }): string {
+  if (a.status !== 'dead') return '';
+  const c = f.ident;
+  return (
+    ` AND NOT EXISTS (SELECT 1 FROM ${f.byId(keysTableOf(table), 'k')} ` +
+    `WHERE k.${c('key')} = r.${c('key')} AND k.${c('front_id')} = r.${c('id')})`
   );
 }
 

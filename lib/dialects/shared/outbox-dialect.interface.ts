@@ -272,8 +272,11 @@ export interface KeyOrderSql {
   readonly upsert: string;
   /** The keys in the byte order of their UTF-8, where the column's collation may order them otherwise. */
   readonly byteOrder?: string;
-  /** Whether a DELETE takes LIMIT (MySQL), rather than a subquery on its own table (which MySQL refuses). */
-  readonly deleteLimit?: boolean;
+  /**
+   * Where a DELETE cannot select from its own table (MySQL): idle keys' rows are locked by one statement,
+   * then deleted by key by another, in a transaction.
+   */
+  readonly lockThenDelete?: boolean;
   /** Where the upsert cannot return rows: the upsert of one key, reporting as its insert id last_seq × 2 (+ 1 if no front). */
   readonly reportOne?: string;
   /** The upsert made to return the keys' rows (key, last_seq, front_id); absent where it cannot. */

@@ -28,6 +28,15 @@ export function acknowledgeStatement(f: SqlFlavor, table: OutboxTable, ids: stri
   );
 }
 
+/** The attempts of those of `ids` that are delivered. */
+export function deliveredStatement(f: SqlFlavor, table: OutboxTable, ids: string[]): Statement {
+  const b = new StatementBuilder(f.placeholder);
+  const c = f.ident;
+  return b.statement(
+    `SELECT ${c('id')}, ${c('attempts')} FROM ${f.byId(table)} WHERE ${f.idIn(b.bind, ids)} AND ${c('status')} = 'delivered'`,
+  );
+}
+
 /** Records a failed attempt: dead, or pending again after the retry delay; the attempt enters the history. */
 export function failStatement(
   f: SqlFlavor,

@@ -24,6 +24,7 @@ import type { OutboxTable } from '../shared/outbox-table';
 import { claimAssignments } from '../shared/claim-rules';
 import { renewStatement } from '../shared/outcome-statements';
 import { StatementBuilder } from '../shared/statement-builder';
+import { keptHeads } from '../shared/key-order-statements';
 
 /** The claim's selection of up to `limit` due rows by the clock `now`, in due order. */
 const picking = (table: OutboxTable, limit: string, now: string) =>
@@ -117,8 +118,9 @@ export class SqliteDialect implements OutboxDialect {
   purgeSelection(table: OutboxTable, a: RetentionBatch): Statement {
     const b = new StatementBuilder(this.flavor.placeholder);
     return b.statement(
-      `SELECT rowid FROM ${quoteTable(table)} WHERE "status" = '${finishedStatus(a.status)}' ` +
-        `AND "processed_at" < ${this.flavor.ago(b.bind, a.olderThanMs)} ORDER BY "processed_at" LIMIT ${b.bind(a.batchSize)}`,
+      `SELECT r.rowid FROM ${quoteTable(table)} AS r WHERE r."status" = '${finishedStatus(a.status)}' ` +
+        `AND r."processed_at" < ${this.flavor.ago(b.bind, a.olderThanMs)}${keptHeads(this.flavor, table, a)} ` +
+        `ORDER BY r."processed_at" LIMIT ${b.bind(a.batchSize)}`,
     );
   }
 

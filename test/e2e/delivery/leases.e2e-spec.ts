@@ -1,6 +1,7 @@
+import { OutboxEvents, type OutboxLifecycleEvent } from '../../../lib';
 import { claimAsAnotherWorker } from '../../fixtures/another-claim';
 import { backends, type BackendName } from '../../fixtures/backends';
-import { eventually } from '../../fixtures/eventually';
+import { deferred, eventually } from '../../fixtures/eventually';
 import { outboxRows } from '../../fixtures/test-app';
 import { stall, workerApps, type WorkerApp } from '../../fixtures/worker-app';
 
@@ -184,6 +185,49 @@ describe.each(backends())('leases on %s', (backend) => {
       expect(stored.last_error).toBeNull();
       expect(stored.note).toMatch(/did not finish before its lease expired/);
     });
+  });
+
+  it('delivers the rest of an acknowledgement batch another claim took one event of: each counted, reported and emitted', async () => {
+    const worker = await start({
+      worker: { leaseMs: 1000, concurrency: 2 },
+      retry: { maxAttempts: 5, initialDelayMs: 0, maxDelayMs: 0 },
+    });
+    const { app, b, store } = worker;
+    // Both handlers wait while another claim takes the first one's event, then succeed together: their
+    // successes go out in one acknowledgement, which the database refuses for that event only.
+    const taken = deferred<string>();
+    let calls = 0;
+    b.sabotage = async (message) => {
+      if (++calls === 1) {
+        await anotherClaimTakes(worker, [message.id], 5);
+        taken.resolve(message.id);
+      }
+      await taken.promise;
+    };
+    const published = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([1, 2].map((n) => ({ topic: 'sabotage', payload: { n } }))),
+    );
+    const seen: OutboxLifecycleEvent[] = [];
+    const subscription = app.module
+      .get(OutboxEvents)
+      .events$.subscribe((e) => (e.type === 'delivered' || e.type === 'lease.lost') && seen.push(e));
+    const acknowledge = jest.spyOn(store, 'acknowledge');
+    let result;
+    try {
+      result = await app.worker.drain();
+    } finally {
+      subscription.unsubscribe();
+    }
+    const takenId = await taken.promise;
+    const otherId = published.map((p) => p.id).find((id) => id !== takenId)!;
+    expect([...acknowledge.mock.calls[0][0]].sort()).toEqual([takenId, otherId].sort());
+    expect(result).toEqual({ delivered: 2, failed: 0, deadLettered: 0, released: 0, lostLeases: 1 });
+    // The taken event's next claim may be written before the refused batch is reported: in any order.
+    expect(seen).toHaveLength(3);
+    expect(seen).toContainEqual(expect.objectContaining({ type: 'lease.lost', ids: [takenId], count: 1 }));
+    expect(seen).toContainEqual(expect.objectContaining({ type: 'delivered', id: otherId, attempt: 1 }));
+    expect(seen).toContainEqual(expect.objectContaining({ type: 'delivered', id: takenId, attempt: 3 }));
+    expect(app.logger.matching(/^Outbox acknowledgement of 1 of 2 event\(s\) rejected/)).toHaveLength(1);
   });
 
   it('counts the suspects it could not give back as lost leases, when another claim took them while the process stalled', async () => {

@@ -176,10 +176,12 @@ describe.each(backends())('retention on %s', (backend) => {
     // 3 + 3 + 3 + 1: had any statement deleted more than 3, fewer statements would have emptied the
     // table (the pass stops at the first batch short of 3).
     const deletes = statements.filter((q) => /^\s*(WITH .*)?DELETE FROM/s.test(q));
-    // Then one for the rows of idle ordered keys (there are none: it comes back short at once).
-    const idleKeys = deletes.filter((q) => q.includes(`${app.table}_keys`));
+    // Then one for the rows of idle ordered keys (there are none: it comes back short at once) — on
+    // MariaDB the statement that locks them, with nothing to delete after it.
+    const keysTable = `${app.table}_keys`;
+    const idleKeys = statements.filter((q) => q.includes(keysTable) && /DELETE FROM|SKIP LOCKED/.test(q));
     expect(idleKeys).toHaveLength(1);
-    expect(deletes.filter((q) => !idleKeys.includes(q))).toHaveLength(4);
+    expect(deletes.filter((q) => !q.includes(keysTable))).toHaveLength(4);
     for (const q of deletes) expect(q).toContain(app.table);
   });
 
