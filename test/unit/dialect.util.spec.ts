@@ -50,6 +50,7 @@ describe('decodeRow', () => {
         '{"attempt":2,"startedAt":"2026-01-02 03:01:00.000001","finishedAt":null,"outcome":"released","error":null,"round":1}]',
       redrive_count: '1',
       seq: '9007199254740991',
+      trace_context: '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
     });
     expect(event).toEqual({
       id: 'e1',
@@ -90,6 +91,7 @@ describe('decodeRow', () => {
       ],
       redriveCount: 1,
       seq: 9007199254740991,
+      traceContext: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
     });
   });
 
