@@ -17,8 +17,10 @@ function isErrorLike(error: unknown): error is { name: string; message: string }
  */
 export function describeError(error: unknown): string {
   const text = unredacted(error);
-  // Megabytes of message cost only what any reader keeps (`last_error` keeps 4,000 characters).
-  return redactSecrets(text.length > MAX_DESCRIBED ? `${text.slice(0, MAX_DESCRIBED)}…` : text);
+  if (text.length <= MAX_DESCRIBED) return redactSecrets(text);
+  // Megabytes of message cost only what any reader keeps (`last_error` keeps 4,000 characters). The
+  // cut is redacted as a cut: a secret it splits is hidden whole, not its first part left.
+  return `${redactSecrets(text.slice(0, MAX_DESCRIBED), { cut: true })}…`;
 }
 
 const MAX_DESCRIBED = 16_000;

@@ -1,7 +1,7 @@
 import { OutboxConfigurationError } from '../../lib';
 import { resolveOutboxOptions, WITHHELD_ERROR } from '../../lib/outbox.options';
 import { describeError, describeErrorChain } from '../../lib/utils/describe-error';
-import { isSecretName, redactSecrets } from '../../lib/utils/redact';
+import { isSecretName, REDACTED, redactSecrets } from '../../lib/utils/redact';
 
 describe('redactSecrets', () => {
   it.each([
@@ -58,6 +58,135 @@ describe('redactSecrets', () => {
   it.each(['passed', 'key', 'x-outbox-key', 'topic', 'bypass'])('does not take %s for one', (name) =>
     expect(isSecretName(name)).toBe(false),
   );
+});
+
+describe('redactSecrets, where it used to leave a secret', () => {
+  it.each([
+    [
+      'a lower-case Bearer scheme',
+      'sent authorization: bearer abc.def.ghi to the partner',
+      'sent authorization: [redacted] to the partner',
+    ],
+    ['a Basic scheme in capitals', 'AUTHORIZATION: BASIC dXNlcjpwYXNz refused', 'AUTHORIZATION: [redacted] refused'],
+    ['a Basic scheme in lower case', 'proxy-authorization: basic dXNlcjpwYXNz', 'proxy-authorization: [redacted]'],
+  ])('an Authorization header with %s, token and all', (_name, text, expected) => {
+    expect(redactSecrets(text)).toBe(expected);
+  });
+
+  it.each([
+    ['of strings', '{"tokens":["t-1","t-2"],"n":1}', '{"tokens":"[redacted]","n":1}'],
+    ['of objects', '{"apiKeys":[{"id":"ci","value":"ak-9"}],"region":"eu"}', '{"apiKeys":"[redacted]","region":"eu"}'],
+    [
+      'in JSON within a JSON string, a ] in one of its strings',
+      '"{\\"tokens\\":[\\"a]b\\",\\"c\\\\\\"d\\"],\\"n\\":1}"',
+      '"{\\"tokens\\":\\"[redacted]\\",\\"n\\":1}"',
+    ],
+    ['as util.inspect writes it', "{ secrets: [ 's-1', 's-2' ], n: 1 }", '{ secrets: [redacted], n: 1 }'],
+  ])('a JSON array %s under a secret name, whole', (_name, text, expected) => {
+    expect(redactSecrets(text)).toBe(expected);
+  });
+
+  it('leaves an array under another name to the names inside it', () => {
+    expect(redactSecrets('{"ids":["a","b"],"items":["password=p-1"]}')).toBe(
+      '{"ids":["a","b"],"items":["password=[redacted]"]}',
+    );
+  });
+
+  it.each([
+    ['a Cookie header', 'Cookie: a=1; session_id=s-55\nHost: h', 'Cookie: [redacted]\nHost: h'],
+    ['cookies without spaces', 'cookie: a=1;session_id=s-55;b=2', 'cookie: [redacted]'],
+    [
+      'Set-Cookie headers joined with a comma, dates and all',
+      'set-cookie: a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT, session=s-66; HttpOnly',
+      'set-cookie: [redacted]',
+    ],
+    [
+      'a Cookie header within a JSON string',
+      '{"message":"Cookie: a=1; session_id=s-55","status":500}',
+      '{"message":"Cookie: [redacted]","status":500}',
+    ],
+  ])('every cookie of %s, not only the first', (_name, text, expected) => {
+    expect(redactSecrets(text)).toBe(expected);
+  });
+
+  it.each([
+    ['a raw @', 'postgres://u:p@ss@db.internal/app', 'postgres://[redacted]@db.internal/app'],
+    ['two raw @', 'amqp://u:a@b@c@rabbit:5672', 'amqp://[redacted]@rabbit:5672'],
+    ['a raw #', 'postgres://u:pa#ss@db.internal:5432/app', 'postgres://[redacted]@db.internal:5432/app'],
+    ['a raw /', 'mysql://root:ab/cd=@127.0.0.1:3306/test failed', 'mysql://[redacted]@127.0.0.1:3306/test failed'],
+    ['/, # and ?', 'redis://:a/b#c?d@cache:6379/0', 'redis://[redacted]@cache:6379/0'],
+    [
+      'a raw # in JSON within a JSON string',
+      '"{\\"url\\":\\"postgres://u:p#w@db/app\\"}"',
+      '"{\\"url\\":\\"postgres://[redacted]@db/app\\"}"',
+    ],
+  ])('a URL password with %s, whole', (_name, text, expected) => {
+    expect(redactSecrets(text)).toBe(expected);
+  });
+
+  it.each([
+    ['a scoped package', 'GET https://registry.npmjs.org/@nestjs/core 404'],
+    ['an email in the query', 'GET https://api.example.com/users?email=ann@example.com 500'],
+    ['an email in the path', 'GET https://api.example.com/users/ann@example.com 500'],
+  ])('leaves a URL without a user or password alone: %s', (_name, text) => {
+    expect(redactSecrets(text)).toBe(text);
+  });
+
+  it('reads a port and an @ further on as a password with a raw /: no secret is left, the host goes too', () => {
+    expect(redactSecrets('GET https://api.example.com:8443/users/ann@example.com 500')).toBe(
+      'GET https://[redacted]@example.com 500',
+    );
+  });
+
+  it('hides an escaped value that the JSON string holding it ends, as a webhook answer cut at 200 characters', () => {
+    expect(redactSecrets('answered 401; response body: "{\\"token\\":\\"tk-12345"')).toBe(
+      'answered 401; response body: "{\\"token\\":\\"[redacted]\\""',
+    );
+  });
+
+  it.each([
+    ['a letter', 'a'.repeat(16_000)],
+    ['names with dots', 'a.'.repeat(8_000)],
+    ['names and colons', 'a:'.repeat(8_000)],
+    ['schemes', 'a://'.repeat(4_000)],
+  ])('reads 16,000 characters of %s through, and the secret after them', (_name, long) => {
+    expect(redactSecrets(`${long} token=t-1 "password":"p-1"`)).toBe(
+      `${long} token=[redacted] "password":"[redacted]"`,
+    );
+  });
+
+  it('reads 16,000 characters of unclosed arrays and quotes, hiding what follows a secret name', () => {
+    expect(redactSecrets(`ok ${'"tokens":['.repeat(1_600)}`)).toBe('ok "tokens":"[redacted]"');
+    expect(redactSecrets(`ok "password":"${'\\'.repeat(16_000)}`)).toBe('ok "password":"[redacted]"');
+  });
+});
+
+describe('describeError cuts at 16,000 characters and never leaves the first part of a secret', () => {
+  const LIMIT = 16_000;
+  /** An Error whose described text ("Error: " and its message) the limit cuts `before` characters into `secret`. */
+  function cutInside(lead: string, secret: string, before: number): Error {
+    const pad = LIMIT - 'Error: '.length - lead.length - before;
+    return new Error(`${'x'.repeat(pad)}${lead}${secret} and what follows`);
+  }
+
+  it.each([
+    ['a JSON value', ' {"password":"', 'pw-0123456789abcdef"}'],
+    ['a JSON value within a JSON string', ' "{\\"clientSecret\\":\\"', 'cs-0123456789abcdef\\"}"'],
+    ['a URL password', ' postgres://app:', 'pg-0123456789abcdef@db.internal/app'],
+    ['a URL password after a raw @', ' postgres://app:pg@', 'pg-0123456789abcdef@db.internal/app'],
+    ['a later cookie', ' Cookie: a=1; session_id=', 'sid-0123456789abcdef'],
+    ['a token array', ' {"tokens":["', 'tk-0123456789abcdef"]}'],
+    ['a Bearer token', ' authorization: bearer ', 'bt-0123456789abcdef'],
+  ])('%s cut in two', (_name, lead, secret) => {
+    const error = cutInside(lead, secret, 8);
+    // The limit falls eight characters into the secret.
+    expect(`Error: ${error.message}`.slice(0, LIMIT).endsWith(`${lead}${secret.slice(0, 8)}`)).toBe(true);
+    const described = describeError(error);
+    expect(described.endsWith('…')).toBe(true);
+    expect(described).toContain(REDACTED);
+    expect(described).not.toContain(secret.slice(0, 3));
+    expect(described.length).toBeLessThanOrEqual(LIMIT + REDACTED.length + 1);
+  });
 });
 
 describe('describeError redacts, and says what a non-Error rejection says', () => {
