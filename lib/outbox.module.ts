@@ -48,7 +48,7 @@ function withResolvedOptions(module: DynamicModule, resolved: Provider): Dynamic
     {
       provide: TransportRegistry,
       inject: [OUTBOX_OPTIONS],
-      useFactory: (options: ResolvedOutboxOptions) => new TransportRegistry(options.transports),
+      useFactory: (options: ResolvedOutboxOptions) => new TransportRegistry(options.transports, options.redactError),
     },
     DeliveryTargets,
     OutboxService,

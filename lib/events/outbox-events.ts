@@ -1,8 +1,9 @@
-import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { filter, Subject, type Observable } from 'rxjs';
 import { describeError } from '../utils/describe-error';
+import { RedactingLogger } from '../utils/redacting-logger';
 import { IsolatedObservable } from './isolated-observable';
 import type { OutboxLifecycleEvent, OutboxLifecycleEventType } from './lifecycle-event';
 
@@ -26,11 +27,13 @@ export type OutboxMeter = (event: OutboxLifecycleEventInput) => void;
  */
 @Injectable()
 export class OutboxEvents {
-  private readonly logger = new Logger('OutboxEvents');
   private readonly redact: (text: string) => string;
+  /** What a subscriber's failure is logged with: its text passes `redactError` too. */
+  private readonly logger: RedactingLogger;
 
   constructor(@Optional() @Inject(OUTBOX_RESOLVED_OPTIONS) options?: Pick<ResolvedOutboxOptions, 'redactError'>) {
     this.redact = options?.redactError ?? ((text) => text);
+    this.logger = new RedactingLogger('OutboxEvents', this.redact);
   }
   private readonly subject = new Subject<OutboxLifecycleEvent>();
 

@@ -1,9 +1,9 @@
-import { Logger } from '@nestjs/common';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxHandlerFn } from '../interfaces/outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
 import { describeError } from '../utils/describe-error';
 import { describeValue } from '../utils/describe-value';
+import { RedactingLogger } from '../utils/redacting-logger';
 import { SendBatcher } from './send-batcher';
 
 const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -41,14 +41,16 @@ export function resolveTransports(value: unknown): OutboxTransport[] {
  * that sends in batches), and the transports' own start and stop.
  */
 export class TransportRegistry {
-  private readonly logger = new Logger('OutboxTransports');
+  private readonly logger: RedactingLogger;
   private readonly byName = new Map<string, OutboxTransport>();
   private readonly senders = new Map<
     string,
     (message: Parameters<OutboxHandlerFn>[0], route: OutboxRoute) => Promise<void>
   >();
 
-  constructor(transports: readonly OutboxTransport[]) {
+  /** `redactError`: the module's, applied to what is logged of a transport's failure to stop. */
+  constructor(transports: readonly OutboxTransport[], redactError: (text: string) => string) {
+    this.logger = new RedactingLogger('OutboxTransports', redactError);
     for (const transport of transports) this.byName.set(transport.name, transport);
   }
 
