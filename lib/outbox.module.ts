@@ -1,5 +1,7 @@
 import { type DynamicModule, Module, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
 import {
   DEFAULT_TABLE_NAME,
   OUTBOX_EXTRAS,
@@ -14,6 +16,7 @@ import {
 } from './outbox.module-definition';
 import { resolveAsyncOutboxOptions, resolveOutboxOptions, type ResolvedOutboxOptions } from './outbox.options';
 import { validateTableName } from './schema/table-name';
+import type { OutboxModuleExtras, OutboxModuleOptions } from './interfaces/outbox-options.interface';
 import { DeliveryTargets } from './delivery/delivery-targets';
 import { OutboxExplorer } from './delivery/outbox.explorer';
 import { OutboxService } from './publishing/outbox.service';
@@ -24,6 +27,7 @@ import { TransportRegistry } from './transports/transport-registry';
 import { OutboxHealthIndicator } from './observability/outbox-health.indicator';
 import { OutboxPrometheusMetrics } from './observability/prometheus-metrics';
 import { OutboxOpenTelemetryMetrics } from './observability/opentelemetry-metrics';
+import { resolvingOrClosing, StartRefusal } from './store/start-refusal';
 
 /** The module the builder made, with the provider of its resolved options. */
 function withResolvedOptions(module: DynamicModule, resolved: Provider): DynamicModule {
@@ -59,6 +63,7 @@ function withResolvedOptions(module: DynamicModule, resolved: Provider): Dynamic
     OutboxHealthIndicator,
     OutboxPrometheusMetrics,
     OutboxOpenTelemetryMetrics,
+    StartRefusal,
   ],
   exports: [OutboxService, OutboxOperations, OutboxWorker, OutboxEvents, OutboxHealthIndicator],
 })
@@ -80,10 +85,17 @@ export class OutboxModule extends OutboxConfigurableModuleClass {
    */
   static override forRootAsync(options: typeof OUTBOX_ASYNC_OPTIONS_TYPE): DynamicModule {
     validateTableName(options.tableName ?? DEFAULT_TABLE_NAME);
+    // The DataSource is injected so that a refused option can close it: TypeORM has opened it by then.
+    const declared = options.dataSource instanceof DataSource ? options.dataSource : undefined;
+    const named = typeof options.dataSource === 'string' ? options.dataSource : undefined;
     return withResolvedOptions(super.forRootAsync(options), {
       provide: OUTBOX_RESOLVED_OPTIONS,
-      inject: [OUTBOX_RAW_OPTIONS, OUTBOX_EXTRAS],
-      useFactory: resolveAsyncOutboxOptions,
+      inject: [OUTBOX_RAW_OPTIONS, OUTBOX_EXTRAS, ...(declared ? [] : [getDataSourceToken(named)])],
+      useFactory: (raw: OutboxModuleOptions | undefined, extras: OutboxModuleExtras, injected?: DataSource) =>
+        resolvingOrClosing(
+          () => resolveAsyncOutboxOptions(raw, extras),
+          raw?.dataSource instanceof DataSource ? raw.dataSource : (declared ?? injected),
+        ),
     });
   }
 }

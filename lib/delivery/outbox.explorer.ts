@@ -11,6 +11,7 @@ import { rejectUnknownOptions } from '../utils/option-checks';
 import { validateTopic } from '../utils/topic';
 import { aboutEvents } from '../utils/log-record';
 import { DeliveryTargets } from './delivery-targets';
+import { StartRefusal } from '../store/start-refusal';
 
 const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry'];
 
@@ -27,13 +28,16 @@ export class OutboxExplorer implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly targets: DeliveryTargets,
+    private readonly refusal: StartRefusal,
   ) {}
 
-  onModuleInit(): void {
-    this.refuseSeveralGlobalOutboxes();
-    for (const wrapper of this.discovery.getProviders()) this.explore(wrapper, 'provider');
-    // Nest apps keep message handlers (@EventPattern) on controllers, so @OutboxHandler may sit there too.
-    for (const wrapper of this.discovery.getControllers()) this.explore(wrapper, 'controller');
+  onModuleInit(): Promise<void> {
+    return this.refusal.guard(() => {
+      this.refuseSeveralGlobalOutboxes();
+      for (const wrapper of this.discovery.getProviders()) this.explore(wrapper, 'provider');
+      // Nest apps keep message handlers (@EventPattern) on controllers, so @OutboxHandler may sit there too.
+      for (const wrapper of this.discovery.getControllers()) this.explore(wrapper, 'controller');
+    });
   }
 
   private explore(wrapper: InstanceWrapper, kind: 'provider' | 'controller'): void {

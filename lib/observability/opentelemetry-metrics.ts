@@ -16,6 +16,7 @@ import {
 } from './metric-feed';
 import { loadOpenTelemetryApi } from './metrics-options';
 import { OUTBOX_INSTRUMENTATION_SCOPE } from './tracing';
+import { StartRefusal } from '../store/start-refusal';
 
 /** The providers an outbox reports to: two outboxes on one would add up under the same names. */
 const IN_USE = new WeakSet<object>();
@@ -38,9 +39,14 @@ export class OutboxOpenTelemetryMetrics implements OnModuleInit, OnModuleDestroy
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly events: OutboxEvents,
     private readonly operations: OutboxOperations,
+    private readonly refusal: StartRefusal,
   ) {}
 
-  onModuleInit(): void {
+  onModuleInit(): Promise<void> {
+    return this.refusal.guard(() => this.register());
+  }
+
+  private register(): void {
     const asked = this.options.metrics?.openTelemetry;
     if (!asked) return;
     const api = loadOpenTelemetryApi();

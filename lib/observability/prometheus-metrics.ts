@@ -14,6 +14,7 @@ import {
   type MetricSink,
 } from './metric-feed';
 import { loadPromClient, type PromClient, type PromMetric } from './metrics-options';
+import { StartRefusal } from '../store/start-refusal';
 
 /** The counters and histograms, in the order `sink` takes them. */
 const COUNTERS = [
@@ -54,9 +55,14 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly events: OutboxEvents,
     private readonly operations: OutboxOperations,
+    private readonly refusal: StartRefusal,
   ) {}
 
-  onModuleInit(): void {
+  onModuleInit(): Promise<void> {
+    return this.refusal.guard(() => this.register());
+  }
+
+  private register(): void {
     const registry = this.options.metrics?.prometheus;
     if (!registry) return;
     this.registry = registry;

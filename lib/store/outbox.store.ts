@@ -132,9 +132,10 @@ export class OutboxStore implements OnModuleInit {
   /**
    * After a refused start-up Nest runs no shutdown hook, and `createApplicationContext()` returns no
    * application to close: the pool (and a wake-up channel's connection) would keep the process alive
-   * — for ever on MySQL/MariaDB. Nothing can use them any more, so they are closed here.
+   * — for ever on MySQL/MariaDB. Nothing can use them any more, so they are closed here, and by
+   * `StartRefusal` when another start-up step refuses.
    */
-  private async closeRefused(): Promise<void> {
+  async closeRefused(): Promise<void> {
     await this.wakeUp?.close().catch(() => undefined);
     if (this.dataSource.isInitialized) await this.dataSource.destroy().catch(() => undefined);
   }
