@@ -28,8 +28,10 @@ export { OutboxEvents } from './events/outbox-events';
 export {
   OutboxHealthIndicator,
   type OutboxHealthDetails,
+  type OutboxHealthOptions,
   type OutboxHealthResult,
   type OutboxHealthThresholds,
+  type OutboxStateLimits,
 } from './observability/outbox-health.indicator';
 export type {
   OutboxMeterProvider,
