@@ -272,10 +272,7 @@ export interface KeyOrderSql {
   readonly upsert: string;
   /** The keys in the byte order of their UTF-8, where the column's collation may order them otherwise. */
   readonly byteOrder?: string;
-  /**
-   * Where a DELETE cannot select from its own table (MySQL): idle keys' rows are locked by one statement,
-   * then deleted by key by another, in a transaction.
-   */
+  /** Where a DELETE cannot select from its own table (MySQL): idle keys are locked, then deleted by key. */
   readonly lockThenDelete?: boolean;
   /** Where the upsert cannot return rows: the upsert of one key, reporting as its insert id last_seq × 2 (+ 1 if no front). */
   readonly reportOne?: string;
