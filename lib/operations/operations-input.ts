@@ -6,7 +6,7 @@ import type {
   OutboxSelection,
 } from '../interfaces/outbox-operations.interface';
 import { quoteValue } from '../utils/describe-value';
-import { isPlainObject, knownKeys, type KnownKeysRule } from '../utils/option-checks';
+import { booleanOption, isPlainObject, knownKeys, type KnownKeysRule } from '../utils/option-checks';
 import { validateTopic, validateTopicPattern } from '../utils/topic';
 
 export const PAGE_LIMIT = { default: 50, max: 500 };
@@ -14,18 +14,20 @@ export const PAGE_LIMIT = { default: 50, max: 500 };
 export const MAX_IDS = 1000;
 
 const STATES: readonly OutboxEventState[] = ['due', 'scheduled', 'in_flight', 'waiting', 'delivered', 'dead'];
-const FILTER_KEYS = [
-  'status',
-  'topic',
-  'key',
-  'id',
-  'dedupeKey',
-  'errorContains',
-  'createdAfter',
-  'createdBefore',
-  'processedAfter',
-  'processedBefore',
-];
+/** Every field of a filter, once: a field added to `OutboxEventFilter` and not here fails to compile. */
+const FILTER_FIELDS: Record<keyof OutboxEventFilter, true> = {
+  status: true,
+  topic: true,
+  key: true,
+  id: true,
+  dedupeKey: true,
+  errorContains: true,
+  createdAfter: true,
+  createdBefore: true,
+  processedAfter: true,
+  processedBefore: true,
+};
+const FILTER_KEYS = Object.keys(FILTER_FIELDS);
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PRINTABLE = /^[\x20-\x7e]{1,255}$/;
 /** The longest text a filter compares with. */
@@ -36,24 +38,18 @@ const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
 const FINGERPRINT = /^[0-9a-f]{16}$/;
 
 /** A filter checked and normalised: what the statement builder turns into conditions. */
-export interface EventQuery {
+export interface EventQuery extends Omit<OutboxEventFilter, 'status' | 'topic' | 'id'> {
   states?: OutboxEventState[];
   /** An exact topic, or a pattern the rows' topics must match (a LIKE narrows the scan first). */
   topic?: { exact: string } | { pattern: string };
-  key?: string;
   ids?: string[];
-  dedupeKey?: string;
-  errorContains?: string;
-  createdAfter?: Date;
-  createdBefore?: Date;
-  processedAfter?: Date;
-  processedBefore?: Date;
 }
 
 /** An argument of an operation: a plain object with known fields. */
 const ARGUMENT: KnownKeysRule = {
   isObject: isPlainObject,
-  notAnObject: (field, value) => new OutboxValidationError(field, `expected an object, got ${quoteValue(value)}`),
+  wrongValue: (field, expected, value) =>
+    new OutboxValidationError(field, `expected ${expected}, got ${quoteValue(value)}`),
   unknownKey: (field, key, allowed) =>
     new OutboxValidationError(field, `unknown field "${key}"; allowed: ${allowed.join(', ')}`),
 };
@@ -252,11 +248,9 @@ export function validateSelection(value: unknown): SelectionQuery {
   return { group: { topic: validateTopic(g.topic), fingerprint } };
 }
 
-export function booleanOption(field: string, value: unknown, fallback: boolean): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean')
-    throw new OutboxValidationError(field, `expected true or false, got ${quoteValue(value)}`);
-  return value;
+/** An operation's `true` or `false` option, or `fallback` when not given. */
+export function booleanArgument(field: string, value: unknown, fallback: boolean): boolean {
+  return booleanOption(field, value, fallback, ARGUMENT);
 }
 
 /** Options of redrive, discard or deliverNow, checked. */

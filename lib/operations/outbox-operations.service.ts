@@ -25,7 +25,7 @@ import { aboutEvents } from '../utils/log-record';
 import { errorFingerprint, errorSignature } from './error-fingerprint';
 import { eventDetails, eventView, readEvent } from './event-views';
 import {
-  booleanOption,
+  booleanArgument,
   nextCursor,
   validateFilter,
   validateIds,
@@ -123,7 +123,7 @@ export class OutboxOperations {
   async redrive(selection: OutboxSelection, options?: OutboxRedriveOptions): Promise<OutboxOperationResult> {
     const selected = validateSelection(selection);
     const o = validateOperationOptions(options, ['dryRun', 'resetAttempts']);
-    const reset = booleanOption('options.resetAttempts', o.resetAttempts, true);
+    const reset = booleanArgument('options.resetAttempts', o.resetAttempts, true);
     const { maxAttempts } = this.options.retry;
     return this.change(selected, o, {
       name: 'redrive',
@@ -161,7 +161,7 @@ export class OutboxOperations {
     options: Record<string, unknown>,
     op: StateChange,
   ): Promise<OutboxOperationResult> {
-    const dryRun = booleanOption('options.dryRun', options.dryRun, false);
+    const dryRun = booleanArgument('options.dryRun', options.dryRun, false);
     const { unblocked, ...result } = await this.runner.apply(selection, op, dryRun);
     if (this.events.observed) {
       const how = op.name === 'redrive' ? 'redrive' : 'discard';
@@ -259,7 +259,7 @@ export class OutboxOperations {
   }
 
   async stats(options?: OutboxStatsOptions): Promise<OutboxStats> {
-    const exact = booleanOption('options.exact', validateOperationOptions(options, ['exact']).exact, false);
+    const exact = booleanArgument('options.exact', validateOperationOptions(options, ['exact']).exact, false);
     return this.statsReader.read(exact);
   }
 }

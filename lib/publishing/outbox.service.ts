@@ -20,8 +20,8 @@ const ITEM_KEYS = ['topic', 'payload', 'key', 'dedupeKey', 'headers', 'delayMs',
 /** Publish options and publishMany's events: any object but an array (an event may be a class instance). */
 const ARGUMENT: KnownKeysRule = {
   isObject: (value): value is object => typeof value === 'object' && value !== null && !Array.isArray(value),
-  notAnObject: (field, value) =>
-    new OutboxValidationError(field, `expected an object, got ${value === null ? 'null' : typeof value}`),
+  wrongValue: (field, expected, value) =>
+    new OutboxValidationError(field, `expected ${expected}, got ${value === null ? 'null' : typeof value}`),
   unknownKey: (field, key, allowed) =>
     new OutboxValidationError(field, `unknown option "${key}"; allowed: ${allowed.join(', ')}`),
 };

@@ -8,7 +8,8 @@ import { describeValue } from './describe-value';
  */
 export interface KnownKeysRule {
   isObject(value: unknown): value is object;
-  notAnObject(where: string, value: unknown): Error;
+  /** `value` at `where` is not what was `expected` ("an object", "true or false"). */
+  wrongValue(where: string, expected: string, value: unknown): Error;
   unknownKey(where: string, key: string, allowed: readonly string[]): Error;
 }
 
@@ -24,7 +25,7 @@ export function knownKeys(
   rule: KnownKeysRule,
 ): Record<string, unknown> {
   if (value === undefined) return {};
-  if (!rule.isObject(value)) throw rule.notAnObject(where, value);
+  if (!rule.isObject(value)) throw rule.wrongValue(where, 'an object', value);
   const key = Object.keys(value).find((k) => !allowed.includes(k));
   if (key !== undefined) throw rule.unknownKey(where, key, allowed);
   return value as Record<string, unknown>;
@@ -38,8 +39,8 @@ function optionKeys(
 ): KnownKeysRule {
   return {
     isObject,
-    notAnObject: (option, value) =>
-      new OutboxConfigurationError(option, `expected an object, got ${describeValue(value)}`),
+    wrongValue: (option, expected, value) =>
+      new OutboxConfigurationError(option, `expected ${expected}, got ${describeValue(value)}`),
     unknownKey: (path, key, allowed) =>
       new OutboxConfigurationError(
         path ? `${path}${separator}${key}` : key,
@@ -87,11 +88,15 @@ export function integerOption(option: string, value: unknown, fallback: number, 
   return value;
 }
 
-export function booleanOption(option: string, value: unknown, fallback: boolean): boolean {
+/** `true` or `false`, or `fallback` when not given; refused as `rule`'s kind of input refuses (module options by default). */
+export function booleanOption(
+  option: string,
+  value: unknown,
+  fallback: boolean,
+  rule: KnownKeysRule = OPTION_SECTION,
+): boolean {
   if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') {
-    throw new OutboxConfigurationError(option, `expected true or false, got ${describeValue(value)}`);
-  }
+  if (typeof value !== 'boolean') throw rule.wrongValue(option, 'true or false', value);
   return value;
 }
 
