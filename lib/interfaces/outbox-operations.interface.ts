@@ -1,4 +1,4 @@
-import type { OutboxAttemptOutcome, OutboxStatus } from './outbox-event-record.interface';
+import type { OutboxAttemptOutcome, OutboxEventRecord } from './outbox-event-record.interface';
 
 /**
  * Where an event stands, by the database clock: `due` (pending, its time has come — an expired lease
@@ -35,15 +35,21 @@ export interface OutboxPageRequest {
   order?: 'newest' | 'oldest';
 }
 
-/** One event as operations see it. */
-export interface OutboxEventView {
-  id: string;
-  topic: string;
-  key: string | null;
-  dedupeKey: string | null;
-  payload: unknown;
-  headers: Record<string, string>;
-  status: OutboxStatus;
+/** One event as operations see it: the stored fields they share with the row, and where it stands. */
+export interface OutboxEventView extends Pick<
+  OutboxEventRecord,
+  | 'id'
+  | 'topic'
+  | 'key'
+  | 'dedupeKey'
+  | 'payload'
+  | 'headers'
+  | 'status'
+  | 'lastError'
+  | 'createdAt'
+  | 'processedAt'
+  | 'redriveCount'
+> {
   state: OutboxEventState;
   /** Attempts counted since it was published or last redriven. */
   attempts: number;
@@ -55,17 +61,12 @@ export interface OutboxEventView {
   succeededEarlier: string[];
   /** @deprecated The same list as `succeededEarlier`, under the name that read as "no handler ran"; removed in 1.0. */
   completedHandlers: string[];
-  lastError: string | null;
   /** What the outbox itself noted (a lease that expired, a last attempt given back). */
   note: string | null;
   /** When it is (or was) due: set for `due` and `scheduled` events. */
   dueAt: Date | null;
   /** When the worker's lease on it expires: set for `in_flight` events. */
   leaseExpiresAt: Date | null;
-  createdAt: Date;
-  /** When it was delivered or dead-lettered. */
-  processedAt: Date | null;
-  redriveCount: number;
 }
 
 export interface OutboxEventPage {
