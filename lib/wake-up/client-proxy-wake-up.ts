@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { OutboxWakeUpChannel, OutboxWakeUpReport } from '../interfaces/outbox-wake-up.interface';
+import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
 import { brokerOf } from '../transports/client-proxy/client-broker';
-import { NotifyWindow, reconnectDelay } from './notify-window';
+import { reconnectDelay } from './notify-window';
+import { HintSendingChannel } from './wake-up-channel-base';
 
 export interface ClientProxyWakeUpOptions {
   /**
@@ -61,16 +61,13 @@ interface BrokerLink {
  * disconnected is lost, and costs that instance one poll interval. It also claims once after each
  * reconnection.
  */
-export class ClientProxyWakeUp implements OutboxWakeUpChannel {
-  private readonly sender = randomUUID();
+export class ClientProxyWakeUp extends HintSendingChannel implements OutboxWakeUpChannel {
   private readonly channel: string;
   private readonly link: BrokerLink;
-  private readonly window = new NotifyWindow(() => this.send());
-  private report: OutboxWakeUpReport | undefined;
-  private closed = false;
   private retry: NodeJS.Timeout | undefined;
 
   constructor(client: object, options: ClientProxyWakeUpOptions = {}) {
+    super();
     this.channel = options.channel ?? 'outbox.wake-up';
     if (typeof this.channel !== 'string' || this.channel.length === 0 || this.channel.length > 255) {
       throw new OutboxConfigurationError('wakeUp.channel', 'expected a channel (subject) name of 1-255 characters');
@@ -86,21 +83,8 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
     }
   }
 
-  start(report: OutboxWakeUpReport): void {
-    this.report = report;
-  }
-
-  notify(): void {
-    this.window.notify();
-  }
-
-  private async send(): Promise<void> {
-    try {
-      await this.link.send(this.sender);
-      this.report?.working('notify');
-    } catch (error) {
-      this.report?.failed(error, 'notify');
-    }
+  protected send(): Promise<void> {
+    return this.link.send(this.sender);
   }
 
   /** Never rejects: a broker that cannot be reached is reported, and tried again with a growing delay. */
@@ -110,19 +94,15 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
 
   private async subscribe(wake: () => void, attempt: number): Promise<void> {
     if (this.closed) return;
-    const back = () => {
-      this.report?.working('listen');
-      // Messages sent while the link was down are gone: look for work once.
-      wake();
-    };
+    const back = () => this.listening(wake);
     try {
       await this.link.subscribe(
         (message) => message !== this.sender && wake(),
         back,
-        (error) => this.report?.failed(error, 'listen'),
+        (error) => this.failed(error, 'listen'),
       );
     } catch (error) {
-      this.report?.failed(error, 'listen');
+      this.failed(error, 'listen');
       if (!this.closed)
         this.retry = setTimeout(() => void this.subscribe(wake, attempt + 1), reconnectDelay(attempt)).unref();
       return;
@@ -131,8 +111,7 @@ export class ClientProxyWakeUp implements OutboxWakeUpChannel {
   }
 
   close(): Promise<void> {
-    this.closed = true;
-    this.window.close();
+    this.stopSending();
     clearTimeout(this.retry);
     this.link.close();
     return Promise.resolve();

@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import type { OutboxWakeUpReport } from '../../interfaces/outbox-wake-up.interface';
 import type { WakeUpChannel } from '../shared/outbox-dialect.interface';
-import { NotifyWindow, reconnectDelay } from '../../wake-up/notify-window';
+import { reconnectDelay } from '../../wake-up/notify-window';
+import { HintSendingChannel } from '../../wake-up/wake-up-channel-base';
 
 /** A node-postgres client of our own, outside the application's pool. */
 interface OwnClient {
@@ -32,13 +31,8 @@ interface Pool {
  * LISTEN holds its connection for the life of the application, so it has one of its own too: taken
  * from the application's pool, it would leave a pool of one with nothing for the application.
  */
-export class PostgresWakeUp implements WakeUpChannel {
-  /** Where failures and recoveries of either side go: `wake-up.lost` / `wake-up.restored` and the worker's log. */
-  private report: OutboxWakeUpReport | undefined;
-  private readonly sender = randomUUID();
+export class PostgresWakeUp extends HintSendingChannel implements WakeUpChannel {
   private readonly channel: string;
-  private readonly window = new NotifyWindow(() => this.send());
-  private closed = false;
   private client: OwnClient | undefined;
   /** The listener being opened, and its connection: close() must not wait for a server that does not answer. */
   private connecting: Promise<void> | undefined;
@@ -50,6 +44,7 @@ export class PostgresWakeUp implements WakeUpChannel {
     private readonly dataSource: DataSource,
     table: string,
   ) {
+    super();
     this.channel = `outbox_${table}`;
     // The table name is an identifier (validated) and the sender a UUID: nothing here needs escaping.
     // NOTIFY takes a transaction id, so each one commits through the WAL; a hint need not wait for
@@ -65,25 +60,15 @@ export class PostgresWakeUp implements WakeUpChannel {
     return (this.dataSource.driver as unknown as { master: Pool }).master;
   }
 
-  start(report: OutboxWakeUpReport): void {
-    this.report = report;
-  }
-
-  notify(): void {
-    this.window.notify();
-  }
-
   /** One NOTIFY for the commits of a window. */
-  private async send(): Promise<void> {
-    try {
-      const connection = await (this.notifier ??= this.openNotifier());
-      // Simple protocol, no parameters: the whole transaction is one message and one round trip.
-      await connection.query(this.notifySql);
-      this.report?.working('notify');
-    } catch (error) {
-      this.notifier = undefined; // reconnect on the next commit
-      this.report?.failed(error, 'notify'); // the pollers still find the events
-    }
+  protected async send(): Promise<void> {
+    const connection = await (this.notifier ??= this.openNotifier());
+    // Simple protocol, no parameters: the whole transaction is one message and one round trip.
+    await connection.query(this.notifySql);
+  }
+
+  protected override sendFailed(): void {
+    this.notifier = undefined; // reconnect on the next commit
   }
 
   private async openNotifier() {
@@ -128,7 +113,7 @@ export class PostgresWakeUp implements WakeUpChannel {
       if (this.client === client) this.client = undefined;
       client.end().catch(() => undefined);
       if (this.closed) return;
-      this.report?.failed(error, 'listen');
+      this.failed(error, 'listen');
       setTimeout(() => void this.connect(wake, nextAttempt), reconnectDelay(nextAttempt)).unref();
     };
     const onNotification = (message: { channel: string; payload?: string }) => {
@@ -164,14 +149,11 @@ export class PostgresWakeUp implements WakeUpChannel {
     }
     this.client = client;
     this.detach = detach;
-    this.report?.working('listen');
-    // Notifications sent while no one listened are gone: look for work once now.
-    wake();
+    this.listening(wake);
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    this.window.close();
+    this.stopSending();
     const notifier = this.notifier;
     this.notifier = undefined;
     await notifier?.then((c) => c.end()).catch(() => undefined);

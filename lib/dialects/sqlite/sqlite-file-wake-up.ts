@@ -1,7 +1,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import type { OutboxWakeUpReport } from '../../interfaces/outbox-wake-up.interface';
 import type { WakeUpChannel } from '../shared/outbox-dialect.interface';
+import { WakeUpChannelBase } from '../../wake-up/wake-up-channel-base';
 
 /** Wake-ups closer together than this are one: a burst of commits is one look for work. */
 const WAKE_WINDOW_MS = 2;
@@ -16,24 +16,18 @@ const WAKE_WINDOW_MS = 2;
  * finds nothing (an index lookup that writes nothing, so it wakes no one). A hint like any other:
  * polling stays, and a platform that drops file events costs one poll interval.
  */
-export class SqliteFileWakeUp implements WakeUpChannel {
-  /** Where failures and recoveries of either side go: `wake-up.lost` / `wake-up.restored` and the worker's log. */
-  private report: OutboxWakeUpReport | undefined;
+export class SqliteFileWakeUp extends WakeUpChannelBase implements WakeUpChannel {
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private closed = false;
   private readonly folder: string;
   private readonly names: Set<string>;
 
   constructor(file: string) {
+    super();
     const path = resolve(file);
     this.folder = dirname(path);
     const name = basename(path);
     this.names = new Set([name, `${name}-wal`]);
-  }
-
-  start(report: OutboxWakeUpReport): void {
-    this.report = report;
   }
 
   notify(): void {
@@ -51,14 +45,13 @@ export class SqliteFileWakeUp implements WakeUpChannel {
           wake();
         }, WAKE_WINDOW_MS);
       });
-      this.watcher.on('error', (error) => this.report?.failed(error, 'listen'));
+      this.watcher.on('error', (error) => this.failed(error, 'listen'));
     } catch (error) {
       // No file events here (an exhausted inotify limit, say): polling alone.
-      this.report?.failed(error, 'listen');
+      this.failed(error, 'listen');
       return Promise.resolve();
     }
-    this.report?.working('listen');
-    wake();
+    this.listening(wake);
     return Promise.resolve();
   }
 
