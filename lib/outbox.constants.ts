@@ -9,6 +9,8 @@ export const OUTBOX_RESOLVED_OPTIONS = Symbol('outbox:resolved-options');
 export const OUTBOX_RAW_OPTIONS = Symbol('outbox:raw-options');
 /** Injection token of the module-definition extras (table name, data source, global flag). */
 export const OUTBOX_EXTRAS = Symbol('outbox:extras');
+/** Injection token of the outbox's one path of error texts and its loggers (`ResolvedOutboxOptions.errorText`). */
+export const OUTBOX_ERROR_TEXT = Symbol('outbox:error-text');
 /** Injection token of the store (dialect SQL bound to the data source). */
 export const OUTBOX_STORE = Symbol('outbox:store');
 /** Metadata key that `@OutboxHandler()` writes on a method. */

@@ -45,7 +45,13 @@ export const {
               provide: OUTBOX_STORE,
               inject: [OUTBOX_OPTIONS, OutboxEvents],
               useFactory: (options: ResolvedOutboxOptions, events: OutboxEvents) =>
-                new OutboxStore(extras.dataSource as DataSource, options.tableName, events, options.wakeUp),
+                new OutboxStore(
+                  extras.dataSource as DataSource,
+                  options.tableName,
+                  events,
+                  options.wakeUp,
+                  options.errorText,
+                ),
             }
           : {
               provide: OUTBOX_STORE,
@@ -56,6 +62,7 @@ export const {
                   options.tableName,
                   events,
                   options.wakeUp,
+                  options.errorText,
                 ),
             };
       return {

@@ -4,6 +4,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
   DEFAULT_TABLE_NAME,
+  OUTBOX_ERROR_TEXT,
   OUTBOX_EXTRAS,
   OUTBOX_OPTIONS,
   OUTBOX_RAW_OPTIONS,
@@ -49,10 +50,16 @@ function withResolvedOptions(module: DynamicModule, resolved: Provider): Dynamic
       inject: [OUTBOX_RESOLVED_OPTIONS],
       useFactory: (options: ResolvedOutboxOptions) => options,
     },
+    // The one path of this outbox's error texts, made when its options were resolved.
+    {
+      provide: OUTBOX_ERROR_TEXT,
+      inject: [OUTBOX_RESOLVED_OPTIONS],
+      useFactory: (options: ResolvedOutboxOptions) => options.errorText,
+    },
     {
       provide: TransportRegistry,
       inject: [OUTBOX_OPTIONS],
-      useFactory: (options: ResolvedOutboxOptions) => new TransportRegistry(options.transports, options.redactError),
+      useFactory: (options: ResolvedOutboxOptions) => new TransportRegistry(options.transports, options.errorText),
     },
     DeliveryTargets,
     OutboxService,

@@ -13,6 +13,7 @@ import type {
 import { assertTimeoutBelowLease, resolveRoutes } from './delivery/target-policy';
 import { resolveTransports } from './transports/transport-registry';
 import { describeValue } from './utils/describe-value';
+import { ErrorText } from './utils/error-text';
 import { validateTableName } from './schema/table-name';
 import {
   booleanOption,
@@ -27,6 +28,7 @@ import { resolveMetrics } from './observability/metrics-options';
 import { resolveTracing } from './observability/tracing';
 
 export { LIMITS } from './outbox.constants';
+export { WITHHELD_ERROR } from './utils/error-text';
 export { validateTableName } from './schema/table-name';
 export type {
   OutboxModuleExtras,
@@ -218,7 +220,7 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
   };
 
   const transports = resolveTransports(options.transports);
-  const redactError = resolveRedactError(options.redactError);
+  const errorText = resolveErrorText(options.redactError);
   return {
     tableName,
     dataSource,
@@ -232,33 +234,22 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
     routes: resolveRoutes(options.routes, transports, worker, retry),
     ordering: new KeyOrder(resolveOrdering(options.ordering)),
     wakeUp: resolveWakeUp(options.wakeUp),
-    redactError,
+    errorText,
     metrics: resolveMetrics(options.metrics),
-    tracing: resolveTracing(options.tracing, redactError),
+    tracing: resolveTracing(options.tracing, errorText),
     testing: undefined,
   };
 }
 
-/** What stands for an error text the application's `redactError` could not clean. */
-export const WITHHELD_ERROR = '[error text withheld: redactError threw]';
-
-function resolveRedactError(value: unknown): (text: string) => string {
-  if (value === undefined) return (text) => text;
-  if (typeof value !== 'function') {
+/** The application's `redactError`, checked, made into this outbox's one path of error texts. */
+function resolveErrorText(value: unknown): ErrorText {
+  if (value !== undefined && typeof value !== 'function') {
     throw new OutboxConfigurationError(
       'redactError',
       `expected a function (text: string) => string, got ${describeValue(value)}`,
     );
   }
-  const redact = value as (text: string) => string;
-  return (text) => {
-    try {
-      const clean = redact(text);
-      return typeof clean === 'string' ? clean : WITHHELD_ERROR;
-    } catch {
-      return WITHHELD_ERROR;
-    }
-  };
+  return new ErrorText(value as ((text: string) => string) | undefined);
 }
 
 const WAKE_UP_METHODS = ['start', 'notify', 'listen', 'close'] as const;

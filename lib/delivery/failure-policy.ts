@@ -2,9 +2,9 @@ import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
 import { noAttemptLeft } from '../dialects/shared/claim-rules';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
 import { LIMITS } from '../outbox.constants';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { backoffDelayMs } from '../utils/backoff';
-import { describeError } from '../utils/describe-error';
 import type { HandlerOutcome } from './handler-invoker';
 
 /** The longest error text stored on an event. */
@@ -48,20 +48,21 @@ export interface FailureDecision {
 /**
  * Decides an event's failure: dead letter on a non-retryable error or on the last attempt, else a
  * retry after the backoff of the failed targets. `targetCount` is how many targets the topic has;
- * none is a failure too.
+ * none is a failure too. Each target's error is written by `errors`.
  */
 export function decideFailure(
   event: ClaimedEvent,
   targetCount: number,
   outcomes: HandlerOutcome[],
   retry: ResolvedOutboxOptions['retry'],
+  errors: OutboxErrorText,
 ): FailureDecision {
   const failures = outcomes.filter((o) => 'error' in o);
   const succeeded = outcomes.filter((o) => !('error' in o)).map((o) => o.handler.name);
   const errorText =
     targetCount === 0
       ? `no handler or route for topic "${event.topic}" in this application`
-      : failures.map((f) => `${f.handler.name}: ${describeError(f.error)}`).join('; ');
+      : failures.map((f) => `${f.handler.name}: ${errors.describe(f.error)}`).join('; ');
   const nonRetryable = failures.some((f) => f.error instanceof OutboxNonRetryableError);
   const policies = failures.length > 0 ? failures.map((f) => f.handler.retry) : [retry];
   const maxAttempts = Math.min(...policies.map((policy) => policy.maxAttempts));

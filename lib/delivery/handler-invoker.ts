@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import { OutboxHandlerTimeoutError } from '../errors/outbox.errors';
-import { describeError } from '../utils/describe-error';
 import { snapshotMessage } from '../utils/message-snapshot';
 import { DeliveredMessage } from './delivered-message';
 import { HandlerWatchdog } from './handler-watchdog';
@@ -22,6 +22,7 @@ export class HandlerInvoker {
 
   constructor(
     private readonly events: OutboxEvents,
+    private readonly errorText: OutboxErrorText,
     private readonly testing?: OutboxTestingHooks,
   ) {}
 
@@ -77,9 +78,10 @@ export class HandlerInvoker {
     // Built whole, without a spread: one object per call, on every delivery while metrics are on.
     const { id, topic, attempts: attempt } = event;
     const handler = outcome.handler.name;
+    const { errorText } = this;
     this.events.emit(
       'error' in outcome
-        ? { type: 'handler.failed', id, topic, handler, attempt, durationMs, error: describeError(outcome.error) }
+        ? { type: 'handler.failed', id, topic, handler, attempt, durationMs, error: errorText.describe(outcome.error) }
         : { type: 'handler.succeeded', id, topic, handler, attempt, durationMs },
     );
   }

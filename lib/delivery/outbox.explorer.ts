@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS } from '../outbox.constants';
@@ -21,7 +21,7 @@ const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry'];
  */
 @Injectable()
 export class OutboxExplorer implements OnModuleInit {
-  private readonly logger = new Logger('OutboxExplorer');
+  private readonly logger: Logger;
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -29,7 +29,9 @@ export class OutboxExplorer implements OnModuleInit {
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly targets: DeliveryTargets,
     private readonly refusal: StartRefusal,
-  ) {}
+  ) {
+    this.logger = options.errorText.logger('OutboxExplorer');
+  }
 
   onModuleInit(): Promise<void> {
     return this.refusal.guard(() => {

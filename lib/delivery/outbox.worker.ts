@@ -10,9 +10,8 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import { AsyncResource } from 'node:async_hooks';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
-import { describeError } from '../utils/describe-error';
-import { RedactingLogger } from '../utils/redacting-logger';
 import { type BatchContext, ClaimedBatch } from './claimed-batch';
 import { type ClaimScope, DeliveryState } from './delivery-state';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
@@ -38,6 +37,7 @@ export type { OutboxPurgeResult } from './retention';
 @Injectable()
 export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger: Logger;
+  private readonly errorText: OutboxErrorText;
   private readonly intervalName: string;
   private readonly retentionIntervalName: string;
   private readonly retention: Retention | undefined; // absent with `retention: false`
@@ -69,13 +69,12 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   ) {
     this.intervalName = `outbox-worker:${store.table.path}`;
     this.retentionIntervalName = `outbox-retention:${store.table.path}`;
-    this.logger = new RedactingLogger('OutboxWorker', options.redactError);
-    this.retention = options.retention
-      ? new Retention(options.retention, store, new RedactingLogger('OutboxRetention', options.redactError))
-      : undefined;
+    this.errorText = options.errorText;
+    this.logger = options.errorText.logger('OutboxWorker');
+    this.retention = options.retention ? new Retention(options.retention, store, options.errorText) : undefined;
     // The worker's lifecycle and every outcome of its deliveries are logged under one context.
     this.recorder = new OutcomeRecorder(options, store, events, this.state, this.logger);
-    const invoker = new HandlerInvoker(events, options.testing);
+    const invoker = new HandlerInvoker(events, options.errorText, options.testing);
     const lanes = new Lanes(options.worker.concurrency, () => this.state.changed());
     this.batch = { options, store, targets, state: this.state, recorder: this.recorder, invoker, lanes };
     this.state.totals.add(this.scheduled);
@@ -98,10 +97,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.state.retryScheduled = (delayMs) => this.alarm?.retryIn(delayMs);
     await this.store.listenForWakeUps(
       () => this.kick(),
-      (error) => this.logger.warn(`Outbox wake-up channel: ${describeError(error)}`),
+      (error) => this.logger.warn(`Outbox wake-up channel: ${this.errorText.describe(error)}`),
     );
     if (this.events.observed) this.events.emit({ type: 'worker.started' });
-    sweepKeyFronts(this.store, this.options.ordering, this.logger);
+    sweepKeyFronts(this.store, this.options.ordering, this.logger, this.errorText);
     this.poll();
   }
 
@@ -165,7 +164,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         this.kicked = false;
         await this.claimUntil(this.scheduled, (claimed) => claimed < this.options.worker.batchSize);
       } while (this.kicked && !this.state.stopping);
-    }).catch((error) => this.logger.error(`Outbox worker run failed: ${describeError(error)}`));
+    }).catch((error) => this.logger.error(`Outbox worker run failed: ${this.errorText.describe(error)}`));
   }
 
   private exclusive<T>(run: () => Promise<T>): Promise<T> {
@@ -196,7 +195,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         const heldTokens = [...this.batches.keys()].map((batch) => batch.token);
         claim = await this.store.claim({ batchSize, leaseMs, maxAttempts, heldTokens, lanes });
       } catch (error) {
-        this.logger.error(`Outbox claim failed; will retry at the next poll: ${describeError(error)}`);
+        this.logger.error(`Outbox claim failed; will retry at the next poll: ${this.errorText.describe(error)}`);
         break;
       }
       const claimed = claim.events.length + claim.deadLettered.length + claim.undecodable.length;
@@ -223,7 +222,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
         // Events given back for isolation are due at once: claim again rather than wait for a poll.
         if (gaveBack > 0) this.kick();
       })
-      .catch((error) => this.logger.error(`Outbox delivery of a claim failed: ${describeError(error)}`))
+      .catch((error) => this.logger.error(`Outbox delivery of a claim failed: ${this.errorText.describe(error)}`))
       .finally(() => {
         this.batches.delete(batch);
         this.state.changed();

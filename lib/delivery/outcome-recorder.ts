@@ -4,7 +4,6 @@ import type { OutboxDeadLetterReason, OutboxLeaseLostEvent, OutboxReleaseReason 
 import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
-import { describeError } from '../utils/describe-error';
 import { aboutEvents } from '../utils/log-record';
 import type { ClaimScope, DeliveryState } from './delivery-state';
 import type { OutboxDrainResult } from './drain-result';
@@ -58,7 +57,7 @@ export class OutcomeRecorder {
     const error = undecodableError(row.error);
     // A row the claim dead-lettered already, its attempts spent, needs no write: only the reading failed.
     if (!row.deadLettered) {
-      const stored = storableError(this.options.redactError(error));
+      const stored = storableError(this.options.errorText.redact(error));
       const update = { deadLetter: true, error: stored, completedHandlers: [], retryDelayMs: 0 };
       if (!(await this.write(row.id, scope, update))) return;
     }
@@ -68,12 +67,12 @@ export class OutcomeRecorder {
   /** An event some of whose targets failed (or that had none): retried after its backoff, or dead-lettered. */
   async fail(event: ClaimedEvent, scope: ClaimScope, targets: number, outcomes: HandlerOutcome[]): Promise<Recorded> {
     const { retry, testing } = this.options;
-    const decision = decideFailure(event, targets, outcomes, retry);
+    const decision = decideFailure(event, targets, outcomes, retry, this.options.errorText);
     const { maxAttempts } = decision;
     const { errorText, completedHandlers, deadLetter, nonRetryable } = decision;
     const retryDelayMs = testing ? 0 : decision.retryDelayMs;
     const update = {
-      error: storableError(this.options.redactError(errorText)),
+      error: storableError(this.options.errorText.redact(errorText)),
       completedHandlers,
       deadLetter,
       retryDelayMs,
@@ -215,7 +214,7 @@ export class OutcomeRecorder {
   renewalFailed(count: number, retryInMs: number, error: unknown): void {
     this.logger.error(
       `Outbox lease renewal of ${count} event(s) failed; trying again in ${retryInMs} ms, ` +
-        `the lease keeps its expiry meanwhile: ${describeError(error)}`,
+        `the lease keeps its expiry meanwhile: ${this.options.errorText.describe(error)}`,
     );
   }
 
@@ -282,7 +281,7 @@ export class OutcomeRecorder {
       payload: event.payload,
       headers: { ...event.headers },
       attempt: event.attempts,
-      error: this.options.redactError(error),
+      error: this.options.errorText.redact(error),
     });
     if (this.events.observed) {
       const { id, topic, attempts: attempt } = event;
@@ -293,7 +292,8 @@ export class OutcomeRecorder {
   }
 
   private storeFailed(what: string, ids: string[], error: unknown): void {
-    const text = `Outbox ${what} of event ${ids.join(', ')} failed; its lease will expire: ${describeError(error)}`;
+    const described = this.options.errorText.describe(error);
+    const text = `Outbox ${what} of event ${ids.join(', ')} failed; its lease will expire: ${described}`;
     this.logger.error(aboutEvents(text, ids.length === 1 ? ids[0] : ids));
   }
 }

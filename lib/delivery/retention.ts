@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { ResolvedRetention } from '../interfaces/outbox-options.interface';
 import type { OutboxStore } from '../store/outbox.store';
-import { describeError } from '../utils/describe-error';
 
 /** What one retention pass deleted. */
 export interface OutboxPurgeResult {
@@ -20,12 +20,15 @@ export class Retention {
   private current: Promise<unknown> = Promise.resolve();
   private running = false;
   private stopping = false;
+  private readonly logger: Logger;
 
   constructor(
     private readonly policy: ResolvedRetention,
     private readonly store: OutboxStore,
-    private readonly logger: Logger,
-  ) {}
+    private readonly errorText: OutboxErrorText,
+  ) {
+    this.logger = errorText.logger('OutboxRetention');
+  }
 
   get intervalMs(): number {
     return this.policy.intervalMs;
@@ -42,7 +45,7 @@ export class Retention {
   tick(): void {
     if (this.running || this.stopping) return;
     this.pass().catch((error) =>
-      this.logger.error(`Outbox retention failed; will retry at the next interval: ${describeError(error)}`),
+      this.logger.error(`Outbox retention failed; will retry at the next interval: ${this.errorText.describe(error)}`),
     );
   }
 

@@ -3,8 +3,8 @@ import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { DeliveryState } from './delivery-state';
 import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { OutboxStore } from '../store/outbox.store';
-import { describeError } from '../utils/describe-error';
 
 /**
  * Says, as shutdown begins, what it waits for when anything runs (the handlers running, the claimed
@@ -33,14 +33,19 @@ export function shutdownReport(state: DeliveryState, logger: Logger, timeoutMs: 
  * between the two; a dead head whose topic now skips dead heads). Logged; a failure too, and the next
  * start tries again.
  */
-export function sweepKeyFronts(store: OutboxStore, ordering: ResolvedKeyOrder, logger: Logger): void {
+export function sweepKeyFronts(
+  store: OutboxStore,
+  ordering: ResolvedKeyOrder,
+  logger: Logger,
+  errorText: OutboxErrorText,
+): void {
   store
     .sweepFronts((topic) => ordering.skipsDeadHead(topic))
     .then(
       (moved) => {
         if (moved > 0) logger.log(`Outbox: ${moved} ordered key(s) whose first event had finished went on`);
       },
-      (error) => logger.error(`Outbox sweep of the ordered keys failed: ${describeError(error)}`),
+      (error) => logger.error(`Outbox sweep of the ordered keys failed: ${errorText.describe(error)}`),
     );
 }
 

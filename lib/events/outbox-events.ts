@@ -1,9 +1,8 @@
-import { Inject, Injectable, Optional } from '@nestjs/common';
-import { OUTBOX_RESOLVED_OPTIONS } from '../outbox.constants';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
+import { Inject, Injectable, type Logger, Optional } from '@nestjs/common';
+import { OUTBOX_ERROR_TEXT } from '../outbox.constants';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import { filter, Subject, type Observable } from 'rxjs';
-import { describeError } from '../utils/describe-error';
-import { RedactingLogger } from '../utils/redacting-logger';
+import { ErrorText } from '../utils/error-text';
 import { IsolatedObservable } from './isolated-observable';
 import type { OutboxLifecycleEvent, OutboxLifecycleEventType } from './lifecycle-event';
 
@@ -27,13 +26,14 @@ export type OutboxMeter = (event: OutboxLifecycleEventInput) => void;
  */
 @Injectable()
 export class OutboxEvents {
-  private readonly redact: (text: string) => string;
+  private readonly errorText: OutboxErrorText;
   /** What a subscriber's failure is logged with: its text passes `redactError` too. */
-  private readonly logger: RedactingLogger;
+  private readonly logger: Logger;
 
-  constructor(@Optional() @Inject(OUTBOX_RESOLVED_OPTIONS) options?: Pick<ResolvedOutboxOptions, 'redactError'>) {
-    this.redact = options?.redactError ?? ((text) => text);
-    this.logger = new RedactingLogger('OutboxEvents', this.redact);
+  /** `errorText`: the module's; without it (an `OutboxEvents` made by hand), the outbox's own redaction alone. */
+  constructor(@Optional() @Inject(OUTBOX_ERROR_TEXT) errorText?: OutboxErrorText) {
+    this.errorText = errorText ?? new ErrorText();
+    this.logger = this.errorText.logger('OutboxEvents');
   }
   private readonly subject = new Subject<OutboxLifecycleEvent>();
 
@@ -78,13 +78,15 @@ export class OutboxEvents {
     if (!this.subject.observed) return;
     // Every error an event carries passes the application's redactError on its way out.
     const cleaned =
-      'error' in event && typeof event.error === 'string' ? { ...event, error: this.redact(event.error) } : event;
+      'error' in event && typeof event.error === 'string'
+        ? { ...event, error: this.errorText.redact(event.error) }
+        : event;
     this.subject.next({ ...cleaned, at: new Date() });
   }
 
   private subscriberFailed(error: unknown): void {
     try {
-      this.logger.error(`An OutboxEvents subscriber failed (delivery goes on): ${describeError(error)}`);
+      this.logger.error(`An OutboxEvents subscriber failed (delivery goes on): ${this.errorText.describe(error)}`);
     } catch {
       // A logger that throws must not reach the emitter either.
     }

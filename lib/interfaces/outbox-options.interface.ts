@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import type { OutboxErrorText } from './outbox-error-text.interface';
 import type { OutboxMetricsOptions, ResolvedMetricsOptions } from './outbox-metrics.interface';
 import type { OutboxDeadLetterRecord, RecordedOutboxMessage } from './outbox-message.interface';
 import type { OutboxOrdering, ResolvedKeyOrder } from './outbox-ordering.interface';
@@ -122,10 +123,12 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
   wakeUp?: OutboxWakeUpChannel | false;
   /**
    * What only the application knows is secret: called with every error text the outbox is about to
-   * store on an event (`last_error`, the attempt history), emit (`OutboxEvents`) or log from its worker,
-   * after its own redaction (the user and password of URLs; the values of fields, headers and
-   * parameters named like passwords, secrets, tokens, authorization, API keys, cookies or credentials).
-   * Returns the text to use instead. Keep it quick and idempotent; if it throws, the text is withheld.
+   * store on an event (`last_error`, the attempt history), emit (`OutboxEvents`), log, trace or report
+   * (health details, operations, `OutboxTesting`'s records), after its own redaction (the user and
+   * password of URLs; the values of fields, headers and parameters named like passwords, secrets,
+   * tokens, authorization, API keys, cookies or credentials), and with every line the outbox logs.
+   * Returns the text to use instead. Keep it quick and idempotent (a log line may hold an error text
+   * it cleaned already); if it throws, the text is withheld.
    */
   redactError?: (text: string) => string;
   /** Metrics of deliveries and of the table's state (see the README's "Metrics"). Default: none. */
@@ -154,8 +157,8 @@ export interface ResolvedOutboxOptions {
   ordering: ResolvedKeyOrder;
   /** Undefined: the database's own channel, where it has one. */
   wakeUp: OutboxWakeUpChannel | false | undefined;
-  /** The application's `redactError`, made safe (a throw withholds the text); the identity without one. */
-  redactError: (text: string) => string;
+  /** Every error text this outbox reports, and its loggers: made with the application's `redactError`. */
+  errorText: OutboxErrorText;
   /** Undefined without the `metrics` option. */
   metrics: ResolvedMetricsOptions | undefined;
   /** Undefined when tracing is off. */

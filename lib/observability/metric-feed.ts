@@ -2,8 +2,6 @@ import type { OutboxMeter } from '../events/outbox-events';
 import type { OutboxStats } from '../interfaces/outbox-operations.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxOperations } from '../operations/outbox-operations.service';
-import { describeError } from '../utils/describe-error';
-import { RedactingLogger } from '../utils/redacting-logger';
 
 /**
  * What the outbox measures, whatever the metric system: a sink of each ecosystem (Prometheus,
@@ -133,9 +131,10 @@ export const STATE_GAUGES = [
  */
 export function cachedStats(
   operations: Pick<OutboxOperations, 'stats'>,
-  options: Pick<ResolvedOutboxOptions, 'metrics' | 'redactError'>,
+  options: Pick<ResolvedOutboxOptions, 'metrics' | 'errorText'>,
 ): () => Promise<OutboxStats | undefined> {
-  const logger = new RedactingLogger('OutboxMetrics', options.redactError);
+  const { errorText } = options;
+  const logger = errorText.logger('OutboxMetrics');
   const cacheMs = Math.max(options.metrics?.statsCacheMs ?? 0, 1);
   let last: { at: number; value: Promise<OutboxStats | undefined> } | undefined;
   return () => {
@@ -143,7 +142,7 @@ export function cachedStats(
     if (last && now - last.at < cacheMs) return last.value;
     const value = operations.stats().catch((error: unknown) => {
       last = undefined;
-      logger.warn(`Outbox metrics: the table's state could not be read: ${describeError(error)}`);
+      logger.warn(`Outbox metrics: the table's state could not be read: ${errorText.describe(error)}`);
       return undefined;
     });
     last = { at: now, value };

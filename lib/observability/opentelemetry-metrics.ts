@@ -1,22 +1,11 @@
-import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import type * as Otel from '@opentelemetry/api';
-import { OUTBOX_OPTIONS } from '../outbox.constants';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxMeterProvider } from '../interfaces/outbox-metrics.interface';
-import { OutboxEvents } from '../events/outbox-events';
-import { OutboxOperations } from '../operations/outbox-operations.service';
-import {
-  byTopicAndOutcome,
-  cachedStats,
-  DURATION_BUCKETS,
-  meterOf,
-  STATE_GAUGES,
-  type MetricSink,
-} from './metric-feed';
+import { byTopicAndOutcome, DURATION_BUCKETS, STATE_GAUGES, type MetricSink } from './metric-feed';
+import { MetricsLifecycle } from './metrics-lifecycle';
 import { loadOpenTelemetryApi } from './metrics-options';
 import { OUTBOX_INSTRUMENTATION_SCOPE } from './tracing';
-import { StartRefusal } from '../store/start-refusal';
 
 /** The providers an outbox reports to: two outboxes on one would add up under the same names. */
 const IN_USE = new WeakSet<object>();
@@ -30,23 +19,8 @@ const IN_USE = new WeakSet<object>();
  * them and observing (instruments cannot be taken off a meter).
  */
 @Injectable()
-export class OutboxOpenTelemetryMetrics implements OnModuleInit, OnModuleDestroy {
-  private removeMeter: (() => void) | undefined;
-  private stopObserving: (() => void) | undefined;
-  private provider: object | undefined;
-
-  constructor(
-    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
-    private readonly events: OutboxEvents,
-    private readonly operations: OutboxOperations,
-    private readonly refusal: StartRefusal,
-  ) {}
-
-  onModuleInit(): Promise<void> {
-    return this.refusal.guard(() => this.register());
-  }
-
-  private register(): void {
+export class OutboxOpenTelemetryMetrics extends MetricsLifecycle {
+  protected register(): void {
     const asked = this.options.metrics?.openTelemetry;
     if (!asked) return;
     const api = loadOpenTelemetryApi();
@@ -58,11 +32,9 @@ export class OutboxOpenTelemetryMetrics implements OnModuleInit, OnModuleDestroy
       );
     }
     IN_USE.add(provider);
-    this.provider = provider;
+    this.atClose(() => IN_USE.delete(provider));
     const meter = provider.getMeter(OUTBOX_INSTRUMENTATION_SCOPE) as Otel.Meter;
-    this.removeMeter = this.events.addMeter(meterOf(sink(meter)));
-
-    const stats = cachedStats(this.operations, this.options);
+    const stats = this.feed(sink(meter));
     const gauges = STATE_GAUGES.map((definition) => ({
       definition,
       gauge: meter.createObservableGauge(`outbox.${definition.otel}`, {
@@ -77,13 +49,7 @@ export class OutboxOpenTelemetryMetrics implements OnModuleInit, OnModuleDestroy
     };
     const observables = gauges.map((g) => g.gauge);
     meter.addBatchObservableCallback(observe, observables);
-    this.stopObserving = () => meter.removeBatchObservableCallback(observe, observables);
-  }
-
-  onModuleDestroy(): void {
-    this.removeMeter?.();
-    this.stopObserving?.();
-    if (this.provider) IN_USE.delete(this.provider);
+    this.atClose(() => meter.removeBatchObservableCallback(observe, observables));
   }
 }
 

@@ -5,7 +5,6 @@ import type { OutboxStats } from '../interfaces/outbox-operations.interface';
 import { OutboxOperations } from '../operations/outbox-operations.service';
 import { OutboxWorker } from '../delivery/outbox.worker';
 import type { OutboxStore } from '../store/outbox.store';
-import { describeError } from '../utils/describe-error';
 import {
   checkLimits,
   SHARED_READ_MS,
@@ -159,6 +158,6 @@ export class OutboxHealthIndicator {
   /** Why a read gave nothing: it failed, saying why, or is still waiting for the database. */
   private unanswered(read: Timed<unknown>, late: string, what: string, timeoutMs: number): string {
     if (read.answered || !('error' in read)) return `${late} within ${timeoutMs} ms`;
-    return `${what} cannot be read: ${this.options.redactError(describeError(read.error))}`;
+    return `${what} cannot be read: ${this.options.errorText.describe(read.error)}`;
   }
 }

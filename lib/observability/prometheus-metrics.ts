@@ -1,20 +1,9 @@
-import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { OUTBOX_OPTIONS } from '../outbox.constants';
+import { Injectable } from '@nestjs/common';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxPrometheusRegistry } from '../interfaces/outbox-metrics.interface';
-import { OutboxEvents } from '../events/outbox-events';
-import { OutboxOperations } from '../operations/outbox-operations.service';
-import {
-  byTopicAndOutcome,
-  cachedStats,
-  DURATION_BUCKETS,
-  meterOf,
-  STATE_GAUGES,
-  type MetricSink,
-} from './metric-feed';
+import { byTopicAndOutcome, DURATION_BUCKETS, STATE_GAUGES, type MetricSink } from './metric-feed';
+import { MetricsLifecycle } from './metrics-lifecycle';
 import { loadPromClient, type PromClient, type PromMetric } from './metrics-options';
-import { StartRefusal } from '../store/start-refusal';
 
 /** The counters and histograms, in the order `sink` takes them. */
 const COUNTERS = [
@@ -46,26 +35,12 @@ const gaugeName = (gauge: (typeof STATE_GAUGES)[number]) =>
  * outcome only. Taken off the registry when the module closes.
  */
 @Injectable()
-export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
-  private removeMeter: (() => void) | undefined;
-  private registry: OutboxPrometheusRegistry | undefined;
+export class OutboxPrometheusMetrics extends MetricsLifecycle {
   private readonly names: string[] = [];
 
-  constructor(
-    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
-    private readonly events: OutboxEvents,
-    private readonly operations: OutboxOperations,
-    private readonly refusal: StartRefusal,
-  ) {}
-
-  onModuleInit(): Promise<void> {
-    return this.refusal.guard(() => this.register());
-  }
-
-  private register(): void {
+  protected register(): void {
     const registry = this.options.metrics?.prometheus;
     if (!registry) return;
-    this.registry = registry;
     const client = loadPromClient();
     const names = [...COUNTERS, ...HISTOGRAMS].map((config) => config.name);
     const taken = [...names, ...STATE_GAUGES.map(gaugeName)].find((name) => registry.getSingleMetric(name));
@@ -75,8 +50,11 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
         `the registry already holds ${taken} (another OutboxModule's?): give each outbox a registry of its own`,
       );
     }
-    this.removeMeter = this.events.addMeter(meterOf(this.sink(client, registry)));
-    const stats = cachedStats(this.operations, this.options);
+    // When the module closes, every metric made from here on (`names`) is taken off the registry.
+    this.atClose(() => {
+      for (const name of this.names) registry.removeSingleMetric(name);
+    });
+    const stats = this.feed(this.sink(client, registry));
     for (const definition of STATE_GAUGES) {
       const gauge: { set(value: number): void } = new client.Gauge({
         name: gaugeName(definition),
@@ -89,11 +67,6 @@ export class OutboxPrometheusMetrics implements OnModuleInit, OnModuleDestroy {
       });
       this.names.push(gaugeName(definition));
     }
-  }
-
-  onModuleDestroy(): void {
-    this.removeMeter?.();
-    for (const name of this.names) this.registry?.removeSingleMetric(name);
   }
 
   private sink(client: PromClient, registry: OutboxPrometheusRegistry): MetricSink {

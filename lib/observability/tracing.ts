@@ -1,16 +1,14 @@
-import { Logger } from '@nestjs/common';
 import type * as Otel from '@opentelemetry/api';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type {
   OutboxAttemptOutcome,
   OutboxAttemptSpan,
   OutboxTracer,
   TracedEvent,
 } from '../interfaces/outbox-tracing.interface';
-import { describeError } from '../utils/describe-error';
 import { describeValue } from '../utils/describe-value';
 import { booleanOption, isPlainObject, optionSection } from '../utils/option-checks';
-import { redactSecrets } from '../utils/redact';
 import { fitTraceContext, MAX_TRACE_CONTEXT_LENGTH, MAX_TRACE_FIELD_LENGTH } from './trace-context';
 
 type OtelApi = typeof Otel;
@@ -23,11 +21,11 @@ export const OUTBOX_INSTRUMENTATION_SCOPE = 'nestjs-typeorm-outbox';
  * when `@opentelemetry/api` is installed — it traces only once the application registers a tracer
  * provider, and costs next to nothing before — and off when it is not; `true` or an object requires it.
  */
-export function resolveTracing(value: unknown, redact: (text: string) => string): OutboxTracer | undefined {
+export function resolveTracing(value: unknown, errorText: OutboxErrorText): OutboxTracer | undefined {
   if (value === false) return undefined;
   if (value === undefined) {
     const api = loadOpenTelemetry(false);
-    return api && new OpenTelemetryTracer(api, false, redact);
+    return api && new OpenTelemetryTracer(api, false, errorText);
   }
   if (value !== true && !isPlainObject(value)) {
     throw new OutboxConfigurationError(
@@ -37,7 +35,7 @@ export function resolveTracing(value: unknown, redact: (text: string) => string)
   }
   const link =
     value === true ? false : booleanOption('tracing.link', optionSection('tracing', value, ['link']).link, false);
-  return new OpenTelemetryTracer(loadOpenTelemetry(true)!, link, redact);
+  return new OpenTelemetryTracer(loadOpenTelemetry(true)!, link, errorText);
 }
 
 function loadOpenTelemetry(required: boolean): OtelApi | undefined {
@@ -68,7 +66,7 @@ class OpenTelemetryTracer implements OutboxTracer {
   constructor(
     private readonly api: OtelApi,
     private readonly link: boolean,
-    private readonly redact: (text: string) => string,
+    private readonly errorText: OutboxErrorText,
   ) {
     // A proxy until the application registers a provider: it follows the provider registered later.
     this.tracer = api.trace.getTracer(OUTBOX_INSTRUMENTATION_SCOPE);
@@ -92,11 +90,11 @@ class OpenTelemetryTracer implements OutboxTracer {
     const fitted = fitTraceContext(carrier);
     if (fitted.left.length > 0 && !this.reportedUnfit) {
       this.reportedUnfit = true;
-      new Logger('OutboxTracing').warn(
+      const text =
         `The trace context of a publish did not fit: ${fitted.left.join(', ')}. An event keeps fields of printable ` +
-          `ASCII text, of at most ${MAX_TRACE_FIELD_LENGTH} characters each and ${MAX_TRACE_CONTEXT_LENGTH} in all; ` +
-          'the events were published with the rest. Logged once.',
-      );
+        `ASCII text, of at most ${MAX_TRACE_FIELD_LENGTH} characters each and ${MAX_TRACE_CONTEXT_LENGTH} in all; ` +
+        'the events were published with the rest. Logged once.';
+      this.errorText.logger('OutboxTracing').warn(text);
     }
     return fitted.json;
   }
@@ -127,7 +125,7 @@ class OpenTelemetryTracer implements OutboxTracer {
       },
       parent,
     );
-    return new AttemptSpan(api, span, api.trace.setSpan(parent, span), this.redact);
+    return new AttemptSpan(api, span, api.trace.setSpan(parent, span), this.errorText);
   }
 
   forward(headers: Record<string, string>, traceContext: Record<string, string> | null): Record<string, string> {
@@ -146,7 +144,7 @@ class AttemptSpan implements OutboxAttemptSpan {
     private readonly api: OtelApi,
     private readonly span: Otel.Span,
     private readonly context: Otel.Context,
-    private readonly redact: (text: string) => string,
+    private readonly errorText: OutboxErrorText,
   ) {}
 
   run<T>(fn: () => T): T {
@@ -157,12 +155,12 @@ class AttemptSpan implements OutboxAttemptSpan {
     if (!this.span.isRecording()) return;
     const type = errorType(error);
     // The texts the outbox stores and logs: secrets redacted, then the application's redactError.
-    const message = this.redact(describeError(error));
-    const stack = (error as { stack?: unknown } | null)?.stack;
+    const message = this.errorText.describe(error);
+    const stack = this.errorText.describeStack(error);
     this.span.addEvent('exception', {
       'exception.type': type,
       'exception.message': message,
-      ...(typeof stack === 'string' ? { 'exception.stacktrace': this.redact(redactSecrets(stack)) } : {}),
+      ...(stack !== undefined ? { 'exception.stacktrace': stack } : {}),
       'outbox.target': target,
     });
     this.firstError ??= { type, message };

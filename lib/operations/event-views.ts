@@ -6,7 +6,7 @@ import type {
   OutboxEventState,
   OutboxEventView,
 } from '../interfaces/outbox-operations.interface';
-import { describeError } from '../utils/describe-error';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 
 /**
  * A row as operations read it. One that cannot be decoded (JSON cut short by MySQL's non-strict
@@ -15,6 +15,7 @@ import { describeError } from '../utils/describe-error';
 export function readEvent(
   dialect: OutboxDialect,
   row: Record<string, unknown>,
+  errorText: OutboxErrorText,
 ): { event: StoredEvent; state: OutboxEventState } {
   const state = String(row.op_state) as OutboxEventState;
   try {
@@ -28,7 +29,7 @@ export function readEvent(
       attempt_log: null,
     });
     event.payload = String(row.payload);
-    event.note = `${event.note ? `${event.note}; ` : ''}the stored row cannot be decoded: ${describeError(error)}`;
+    event.note = `${event.note ? `${event.note}; ` : ''}the stored row cannot be decoded: ${errorText.describe(error)}`;
     return { event, state };
   }
 }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, type Logger } from '@nestjs/common';
 import { toDate } from '../dialects/shared/outbox-columns';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type {
@@ -53,7 +53,7 @@ const LOGGED_IDS = 20;
  */
 @Injectable()
 export class OutboxOperations {
-  private readonly logger = new Logger('OutboxOperations');
+  private readonly logger: Logger;
   private readonly sql: OperationsStatements;
   private readonly runner: SelectionRunner;
   private readonly statsReader: StatsReader;
@@ -63,6 +63,7 @@ export class OutboxOperations {
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     private readonly events: OutboxEvents,
   ) {
+    this.logger = options.errorText.logger('OutboxOperations');
     this.sql = new OperationsStatements(store.dialect.flavor, store.table);
     this.runner = new SelectionRunner(store, this.sql);
     this.statsReader = new StatsReader(store, this.sql);
@@ -88,7 +89,7 @@ export class OutboxOperations {
       for (const row of rows) {
         if (items.length === want) break;
         if (pattern && !topicMatches(pattern, String(row.topic))) continue;
-        const { event, state } = readEvent(this.store.dialect, row);
+        const { event, state } = readEvent(this.store.dialect, row, this.options.errorText);
         items.push(eventView(event, state));
       }
       if (items.length === want || rows.length < scan) break;
@@ -104,7 +105,7 @@ export class OutboxOperations {
     const [valid] = validateIds('id', id);
     const { rows } = await this.store.executor.run(this.sql.page({ ids: [valid] }, { limit: 1, newestFirst: true }));
     if (rows.length === 0) return null;
-    const { event, state } = readEvent(this.store.dialect, rows[0]);
+    const { event, state } = readEvent(this.store.dialect, rows[0], this.options.errorText);
     return eventDetails(event, state);
   }
 

@@ -3,7 +3,6 @@ import { failStatement, releaseStatement } from '../dialects/shared/outcome-stat
 import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
-import { describeError } from '../utils/describe-error';
 import { decodeClaimed } from '../dialects/shared/dialect.util';
 import { dialectForType } from '../dialects/dialect-for-type';
 import type {
@@ -19,6 +18,7 @@ import type {
 import { OutboxEvents } from '../events/outbox-events';
 import { WakeUpReporter } from './wake-up-reporter';
 import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
@@ -73,12 +73,13 @@ export class OutboxStore implements OnModuleInit {
     private readonly tableName: string,
     events: OutboxEvents = new OutboxEvents(),
     /** The `wakeUp` option: undefined for the database's own channel, where it has one. */
-    wakeUp?: OutboxWakeUpChannel | false,
+    wakeUp: OutboxWakeUpChannel | false | undefined,
+    private readonly errorText: OutboxErrorText,
   ) {
     this.table = outboxTableOn(dataSource, tableName);
     this.dialect = dialectForType(String(dataSource.options.type));
     this.dialect.guardConnections?.(dataSource);
-    this.wakeUpReports = new WakeUpReporter(events);
+    this.wakeUpReports = new WakeUpReporter(events, errorText);
     // The application's channel or the database's own: one contract, started the same way.
     this.wakeUp = wakeUp === false ? undefined : (wakeUp ?? this.dialect.wakeUpChannel?.(dataSource, this.table));
     this.wakeUp?.start(this.wakeUpReports);
@@ -163,7 +164,7 @@ export class OutboxStore implements OnModuleInit {
           id: String(row.id),
           topic: String(row.topic),
           attempts: Number(row.attempts),
-          error: describeError(error),
+          error: this.errorText.describe(error),
           deadLettered: row.status === 'dead',
         });
         continue;

@@ -1,6 +1,6 @@
 import type { WakeUpSide } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxEvents } from '../events/outbox-events';
-import { describeError } from '../utils/describe-error';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 
 /**
  * What the wake-up channel's connections report: a side's loss is emitted once (`wake-up.lost`) until
@@ -12,7 +12,10 @@ export class WakeUpReporter {
   private readonly down = new Set<WakeUpSide>();
   private listener: ((error: unknown) => void) | undefined;
 
-  constructor(private readonly events: OutboxEvents) {}
+  constructor(
+    private readonly events: OutboxEvents,
+    private readonly errorText: OutboxErrorText,
+  ) {}
 
   onError(listener: (error: unknown) => void): void {
     this.listener = listener;
@@ -21,7 +24,7 @@ export class WakeUpReporter {
   failed(error: unknown, side: WakeUpSide): void {
     if (!this.down.has(side)) {
       this.down.add(side);
-      if (this.events.observed) this.events.emit({ type: 'wake-up.lost', side, error: describeError(error) });
+      if (this.events.observed) this.events.emit({ type: 'wake-up.lost', side, error: this.errorText.describe(error) });
     }
     this.listener?.(error);
   }

@@ -2,9 +2,10 @@ import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxDrainResult } from '../delivery/drain-result';
 import type { OutboxWorker } from '../delivery/outbox.worker';
 import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { OutboxDeadLetterRecord } from '../interfaces/outbox-message.interface';
 import type { InMemoryTransport, RecordedOutboxMessage } from '../transports/in-memory.transport';
-import { describeError } from '../utils/describe-error';
+import { ErrorText } from '../utils/error-text';
 
 /** One call of an `@OutboxHandler()` method: the message it was given, and how it ended. */
 export interface OutboxHandlerRecord<T = unknown> extends RecordedOutboxMessage {
@@ -27,6 +28,8 @@ export class OutboxTestHarness implements OutboxTestingHooks {
   constructor(
     private readonly transports: InMemoryTransport[],
     private readonly worker: () => OutboxWorker,
+    /** The module's, which writes a failed call's error as the outbox writes every error. */
+    private readonly errorText: OutboxErrorText = new ErrorText(),
   ) {}
 
   /** For the worker: an event was dead-lettered. */
@@ -37,7 +40,7 @@ export class OutboxTestHarness implements OutboxTestingHooks {
   /** For the worker: a handler call ended. */
   handlerCalled(handler: string, message: RecordedOutboxMessage, error: unknown): void {
     this.calls.push(
-      error === undefined ? { ...message, handler } : { ...message, handler, error: describeError(error) },
+      error === undefined ? { ...message, handler } : { ...message, handler, error: this.errorText.describe(error) },
     );
   }
 

@@ -60,7 +60,7 @@ export class OutboxTesting {
         // Same names, so every route resolves to its stand-in; nothing connects to a broker or a URL.
         const transports = resolved.transports.map((transport) => new InMemoryTransport(transport.name));
         // The worker is built after these options: the harness looks it up when it first drains.
-        const harness = new OutboxTestHarness(transports, () => module.get(OutboxWorker));
+        const harness = new OutboxTestHarness(transports, () => module.get(OutboxWorker), resolved.errorText);
         return testingOptions(resolved, harness, transports);
       },
     });

@@ -1,9 +1,9 @@
+import type { Logger } from '@nestjs/common';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxHandlerFn } from '../interfaces/outbox-message.interface';
 import type { OutboxRoute, OutboxTransport } from '../interfaces/outbox-transport.interface';
-import { describeError } from '../utils/describe-error';
+import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import { describeValue } from '../utils/describe-value';
-import { RedactingLogger } from '../utils/redacting-logger';
 import { SendBatcher } from './send-batcher';
 
 const TRANSPORT_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -41,16 +41,19 @@ export function resolveTransports(value: unknown): OutboxTransport[] {
  * that sends in batches), and the transports' own start and stop.
  */
 export class TransportRegistry {
-  private readonly logger: RedactingLogger;
+  private readonly logger: Logger;
   private readonly byName = new Map<string, OutboxTransport>();
   private readonly senders = new Map<
     string,
     (message: Parameters<OutboxHandlerFn>[0], route: OutboxRoute) => Promise<void>
   >();
 
-  /** `redactError`: the module's, applied to what is logged of a transport's failure to stop. */
-  constructor(transports: readonly OutboxTransport[], redactError: (text: string) => string) {
-    this.logger = new RedactingLogger('OutboxTransports', redactError);
+  /** `errorText`: the module's, which describes and logs a transport's failure to stop. */
+  constructor(
+    transports: readonly OutboxTransport[],
+    private readonly errorText: OutboxErrorText,
+  ) {
+    this.logger = errorText.logger('OutboxTransports');
     for (const transport of transports) this.byName.set(transport.name, transport);
   }
 
@@ -82,7 +85,7 @@ export class TransportRegistry {
       try {
         await transport.beforeApplicationShutdown?.();
       } catch (error) {
-        this.logger.error(`Outbox transport ${transport.name} failed to stop: ${describeError(error)}`);
+        this.logger.error(`Outbox transport ${transport.name} failed to stop: ${this.errorText.describe(error)}`);
       }
     }
   }

@@ -9,6 +9,7 @@ import { OutcomeRecorder } from '../../lib/delivery/outcome-recorder';
 import type { RenewalArgs } from '../../lib/dialects/shared/outbox-dialect.interface';
 import type { ResolvedOutboxOptions } from '../../lib/interfaces/outbox-options.interface';
 import type { OutboxStore } from '../../lib/store/outbox.store';
+import { ErrorText } from '../../lib/utils/error-text';
 import { eventually } from '../fixtures/eventually';
 
 const LEASE_MS = 60;
@@ -60,8 +61,9 @@ describe('LeaseRenewal', () => {
     state.inFlight.set('running', { token: 'T', abort: [running] });
     // Another claim's event: never renewed by this one.
     state.inFlight.set('other', { token: 'U', abort: [] });
-    // The recorder reads its options only to record a failed delivery, which a renewal never does.
-    const options = {} as ResolvedOutboxOptions;
+    // The recorder reads its options only to record a failed delivery, which a renewal never does, and
+    // to describe the error of a failed renewal.
+    const options = { errorText: new ErrorText() } as ResolvedOutboxOptions;
     const recorder = new OutcomeRecorder(options, fake.store, events, state, new Logger('OutboxWorker'));
     renewal = new LeaseRenewal(scope, performance.now(), LEASE_MS, { store: fake.store, state, recorder });
     return { ...fake, state, seen, total, running, gaveUp, renewal };

@@ -215,17 +215,17 @@ describe('describeError redacts, and says what a non-Error rejection says', () =
 
 describe('the redactError option', () => {
   it('is applied as given, and withholds the text when it throws or returns no string', () => {
-    const { redactError } = resolveOutboxOptions({ redactError: (text) => text.replaceAll('acme', '<tenant>') });
-    expect(redactError('tenant acme failed')).toBe('tenant <tenant> failed');
+    const { errorText } = resolveOutboxOptions({ redactError: (text) => text.replaceAll('acme', '<tenant>') });
+    expect(errorText.redact('tenant acme failed')).toBe('tenant <tenant> failed');
     const throwing = resolveOutboxOptions({
       redactError: () => {
         throw new Error('bug');
       },
     });
-    expect(throwing.redactError('anything')).toBe(WITHHELD_ERROR);
+    expect(throwing.errorText.redact('anything')).toBe(WITHHELD_ERROR);
     const silent = resolveOutboxOptions({ redactError: (() => undefined) as unknown as (text: string) => string });
-    expect(silent.redactError('anything')).toBe(WITHHELD_ERROR);
-    expect(resolveOutboxOptions({}).redactError('as is')).toBe('as is');
+    expect(silent.errorText.redact('anything')).toBe(WITHHELD_ERROR);
+    expect(resolveOutboxOptions({}).errorText.redact('as is')).toBe('as is');
   });
 
   it('must be a function', () => {

@@ -13,6 +13,7 @@ import {
   type OutboxMigrationClass,
 } from '../../../lib';
 import { OutboxStore } from '../../../lib/store/outbox.store';
+import { ErrorText } from '../../../lib/utils/error-text';
 import { validateEvent } from '../../../lib/publishing/outbox.validation';
 import { LEASE_EXPIRED } from '../../../lib/dialects/shared/claim-rules';
 import { dialectForType } from '../../../lib/dialects/dialect-for-type';
@@ -371,7 +372,7 @@ describe.each(backends())('upgrading the schema from version 1 on %s', (backend)
     const alter = (change: string) => raw.query(sql(backend, `ALTER TABLE "${table}" ${change}`));
     await alter('ADD COLUMN "seq" bigint');
     await alter('ADD COLUMN "trace_context" text');
-    const store = new OutboxStore(v5, table, undefined, false);
+    const store = new OutboxStore(v5, table, undefined, false, new ErrorText());
     const publish = (dedupeKey: string, n: number) =>
       v5.transaction((manager) =>
         store.insert(manager, [validateEvent({ topic: 'upgrade', payload: { n }, dedupeKey }, 1024)]),
