@@ -13,6 +13,33 @@ const common = {
   moduleNameMapper: { '^nestjs-typeorm-outbox$': '<rootDir>/lib/index.ts' },
 };
 
+/**
+ * `npm test` runs the suite in two phases: every file on several workers at once (most tests wait on
+ * timers, leases and polls, and each uses tables, files and channels of its own), then, alone, the files
+ * that change what every other test would see: a database server's global settings (SET GLOBAL), or a
+ * message broker stopped and started again.
+ * `OUTBOX_TEST_PHASE=parallel` leaves those out, `serial` runs only them; unset (a file run by hand),
+ * every file matches.
+ */
+const SERIAL = [
+  '<rootDir>/test/e2e/delivery/mariadb-row-locks.e2e-spec.ts',
+  '<rootDir>/test/e2e/delivery/stored-times-and-errors.e2e-spec.ts',
+  '<rootDir>/test/e2e/transports/brokers.e2e-spec.ts',
+];
+const phase = process.env.OUTBOX_TEST_PHASE;
+if (phase !== undefined && phase !== 'parallel' && phase !== 'serial') {
+  throw new Error(`OUTBOX_TEST_PHASE is "${phase}": expected parallel, serial, or nothing`);
+}
+/** A project's test files in this phase: its own list, narrowed to the serial files or without them. */
+function inPhase(project) {
+  if (phase === 'serial') return { ...project, testMatch: SERIAL };
+  if (phase === 'parallel') {
+    const ignored = project.testPathIgnorePatterns ?? ['/node_modules/'];
+    return { ...project, testPathIgnorePatterns: [...ignored, ...SERIAL] };
+  }
+  return project;
+}
+
 /** @type {import('jest').Config} */
 module.exports = {
   globalSetup: '<rootDir>/test/fixtures/global-setup.ts',
@@ -45,5 +72,5 @@ module.exports = {
         '^typeorm/(.*)$': '<rootDir>/node_modules/typeorm1/$1',
       },
     },
-  ],
+  ].map(inPhase),
 };
