@@ -1,4 +1,4 @@
-import { RetryAlarm } from '../../lib/delivery/worker-lifecycle';
+import { RetryAlarm } from '../../lib/delivery/retry-alarm';
 
 /** The alarm's own timers on Jest's clock: what it wakes for, in order, never waiting in real time. */
 describe('RetryAlarm', () => {
