@@ -1,4 +1,4 @@
-import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
 import type { ClaimScope } from './delivery-state';
 import type { OutcomeRecorder } from './outcome-recorder';
 

@@ -1,6 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { previousAttemptExpired } from '../dialects/shared/dialect.util';
-import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
+import { type ClaimedEvent, previousAttemptExpired } from '../interfaces/claimed-event.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
 import { leaseMarginMs } from '../utils/lease-margin';

@@ -1,5 +1,5 @@
 import type { OutboxMessage } from '../interfaces/outbox-message.interface';
-import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
 import type { LazyAbort } from './lazy-abort';
 
 /**

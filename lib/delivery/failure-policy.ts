@@ -1,5 +1,4 @@
-import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
-import { noAttemptLeft } from '../dialects/shared/claim-rules';
+import { type ClaimedEvent, noAttemptLeft } from '../interfaces/claimed-event.interface';
 import { OutboxNonRetryableError, OutboxRetryLaterError } from '../errors/outbox.errors';
 import { LIMITS } from '../outbox.constants';
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';

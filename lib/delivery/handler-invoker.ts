@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { ClaimedEvent } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
 import type { OutboxTestingHooks } from '../interfaces/outbox-options.interface';
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import { OutboxHandlerTimeoutError } from '../errors/outbox.errors';

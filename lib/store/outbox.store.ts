@@ -4,10 +4,10 @@ import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { decodeClaimed } from '../dialects/shared/dialect.util';
+import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
 import { dialectForType } from '../dialects/dialect-for-type';
 import type {
   ClaimArgs,
-  ClaimedEvent,
   FailureUpdate,
   OutboxDialect,
   RetentionBatch,

@@ -3,12 +3,9 @@ import {
   driverErrno,
   driverErrorCode,
   indexNames,
-  previousAttemptExpired,
   quoteIdent,
   versionAtLeast,
 } from '../../lib/dialects/shared/dialect.util';
-import { LEASE_EXPIRED } from '../../lib/dialects/shared/claim-rules';
-import type { StoredEvent } from '../../lib/dialects/shared/outbox-dialect.interface';
 import { dialectForType } from '../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../lib/dialects/shared/outbox-table';
 import { OUTBOX_SCHEMA_VERSIONS } from '../../lib/schema/outbox-migrations';
@@ -125,23 +122,6 @@ describe('decodeRow', () => {
     const nulls = decodeRow({ ...base, headers: null, completed_handlers: null });
     expect(nulls.headers).toEqual({});
     expect(nulls.completedHandlers).toEqual([]);
-  });
-});
-
-describe('previousAttemptExpired', () => {
-  const event = (attempts: number, lastExpiredAttempt: number | null, lastError: string | null = null) =>
-    ({ attempts, lastExpiredAttempt, lastError }) as StoredEvent;
-
-  it('is true when the claim counted that the attempt just before this one outlived its lease', () => {
-    expect(previousAttemptExpired(event(3, 2))).toBe(true);
-    expect(previousAttemptExpired(event(11, 10))).toBe(true);
-  });
-
-  it('is false for an older expiry, none, or a handler error that only quotes the old text', () => {
-    expect(previousAttemptExpired(event(4, 2))).toBe(false);
-    expect(previousAttemptExpired(event(2, 2))).toBe(false);
-    expect(previousAttemptExpired(event(3, null))).toBe(false);
-    expect(previousAttemptExpired(event(3, null, `attempt 2 of 5 ${LEASE_EXPIRED}`))).toBe(false);
   });
 });
 

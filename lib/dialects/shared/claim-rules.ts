@@ -1,5 +1,6 @@
 import type { SqlFlavor } from './outbox-dialect.interface';
 import { appendAttempt } from './attempt-log';
+import { noAttemptLeft } from '../../interfaces/claimed-event.interface';
 
 /**
  * Written to `note` by the claim that finds an attempt's lease expired ("attempt 2 of 5 …"): the worker
@@ -12,15 +13,6 @@ export const LEASE_EXPIRED = 'did not finish before its lease expired (the worke
  * release at shutdown) and left no error of its own. Any recorded error is kept instead.
  */
 export const NO_OUTCOME = 'ended without a recorded outcome, and no attempt is left';
-
-/**
- * The dead-letter rule: an event that has had `maxAttempts` attempts has none left. The claim applies
- * it before an attempt (an event whose last attempt ended without an outcome dies unrun), the failure
- * policy after one (the last attempt failed).
- */
-export function noAttemptLeft(attempts: number, maxAttempts: number): boolean {
-  return attempts >= maxAttempts;
-}
 
 /** Where the claim's values are, in the statement being built. */
 export interface ClaimPlaces {

@@ -1,4 +1,5 @@
-import type { ClaimedEvent, SchemaStatements, StoredEvent } from './outbox-dialect.interface';
+import type { ClaimedEvent } from '../../interfaces/claimed-event.interface';
+import type { SchemaStatements, StoredEvent } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 
 import { OutboxUnsupportedDatabaseError } from '../../errors/outbox.errors';
@@ -65,15 +66,6 @@ export const decodeClaimed = rowDecoder<ClaimedEvent>(CLAIMED);
 
 /** Columns every insert writes, in the order of its values. */
 export const INSERT_COLUMNS = INSERTED.map((column) => column.name);
-
-/**
- * Whether the attempt before this one ended with its lease expired rather than with a recorded outcome:
- * the claim that took the event back counted it. Such an event may be what stopped the last worker
- * that ran it.
- */
-export function previousAttemptExpired(event: ClaimedEvent): boolean {
-  return event.lastExpiredAttempt !== null && event.lastExpiredAttempt === event.attempts - 1;
-}
 
 /** One schema change of one database: what takes the table to its version, and back. */
 export type SchemaStep = (table: OutboxTable) => { up: string[]; down: string[] };

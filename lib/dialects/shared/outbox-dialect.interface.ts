@@ -7,27 +7,6 @@ import type { AttemptLogSql } from './attempt-log';
 export type { OutboxStatus } from '../../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
 export type StoredEvent = OutboxEventRecord;
-/**
- * What the worker reads of a claimed row, and all a claim returns: every column more is paid for per
- * event (sent, parsed, decoded) on the hottest path.
- */
-export type ClaimedEvent = Pick<
-  StoredEvent,
-  | 'id'
-  | 'topic'
-  | 'key'
-  | 'payload'
-  | 'headers'
-  | 'status'
-  | 'attempts'
-  | 'completedHandlers'
-  | 'lastError'
-  | 'note'
-  | 'lastExpiredAttempt'
-  | 'createdAt'
-  | 'seq'
-  | 'traceContext'
->;
 
 /** Rows and affected-row count of one statement. */
 export interface StatementResult {
