@@ -91,8 +91,7 @@ export class LeaseRenewal {
     const sentAt = performance.now();
     let renewed: Set<string>;
     try {
-      const args = { ids, token: this.scope.token, leaseMs: this.leaseMs };
-      renewed = new Set(await store.dialect.renew(store.executor, store.table, args));
+      renewed = new Set(await store.renew(ids, this.scope.token, this.leaseMs));
     } catch (error) {
       this.ctx.recorder.renewalFailed(ids.length, this.intervalMs, error);
       return;

@@ -3,7 +3,7 @@ import { failStatement, releaseStatement } from '../dialects/shared/outcome-stat
 import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
-import { decodeClaimed } from '../dialects/shared/dialect.util';
+import { decodeClaimed, decodeRun } from '../dialects/shared/dialect.util';
 import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
 import { dialectForType } from '../dialects/dialect-for-type';
 import type {
@@ -178,7 +178,7 @@ export class OutboxStore implements OnModuleInit {
     if (fronts.length > 0 && budget > 0 && fronts.length < (args.lanes ?? Infinity)) {
       const f = this.dialect.flavor;
       const runs = await takeFollowers(this.executor, f, this.table, { ...args, token }, fronts, budget);
-      for (const [front, followers] of runs) claim.runs.set(front, decodedRun(followers));
+      for (const [front, followers] of runs) claim.runs.set(front, decodeRun(followers));
     }
     claim.durationMs = performance.now() - started;
     return claim;
@@ -256,6 +256,11 @@ export class OutboxStore implements OnModuleInit {
     return (await this.executor.run(releaseStatement(this.dialect.flavor, this.table, ids, token, uncount))).affected;
   }
 
+  /** Extends, by `leaseMs`, the lease of those of `ids` that `token` still holds; returns their ids. */
+  renew(ids: string[], token: string, leaseMs: number): Promise<string[]> {
+    return this.dialect.renew(this.executor, this.table, { ids, token, leaseMs });
+  }
+
   /** Deletes one retention batch (see `RetentionStatements.purge`); returns how many rows it deleted. */
   purge(args: RetentionBatch): Promise<number> {
     return this.dialect.purge(this.executor, this.table, args);
@@ -276,23 +281,6 @@ export class OutboxStore implements OnModuleInit {
     counts.pending = counts.due + counts.scheduled;
     return counts;
   }
-}
-
-/**
- * A run's rows decoded, up to the first that cannot be: the run stops before it (it stays leased, and
- * becomes its key's front when the events before it are acknowledged; the claim that takes it then
- * dead-letters it as undecodable).
- */
-function decodedRun(rows: Record<string, unknown>[]): ClaimedEvent[] {
-  const run: ClaimedEvent[] = [];
-  for (const row of rows) {
-    try {
-      run.push(decodeClaimed(row));
-    } catch {
-      break;
-    }
-  }
-  return run;
 }
 
 function byDueTime(a: ClaimedEvent, b: ClaimedEvent): number {

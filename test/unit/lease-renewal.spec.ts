@@ -21,13 +21,10 @@ function fakeStore() {
   let answer: (args: RenewalArgs) => Promise<string[]> = (args) =>
     Promise.resolve(args.ids.filter((id) => !lost.has(id)));
   const store = {
-    executor: {},
-    table: {},
-    dialect: {
-      renew: async (_executor: unknown, _table: unknown, args: RenewalArgs) => {
-        calls.push(args);
-        return answer(args);
-      },
+    renew: async (ids: string[], token: string, leaseMs: number) => {
+      const args: RenewalArgs = { ids, token, leaseMs };
+      calls.push(args);
+      return answer(args);
     },
   } as unknown as OutboxStore;
   return { store, lost, calls, answer: (next: typeof answer) => void (answer = next) };

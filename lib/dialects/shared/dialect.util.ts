@@ -64,6 +64,23 @@ export const CLAIMED_COLUMNS = CLAIMED.map((column) => column.name);
 /** Decodes a row a claim returned (see `CLAIMED_COLUMNS`). */
 export const decodeClaimed = rowDecoder<ClaimedEvent>(CLAIMED);
 
+/**
+ * A run's rows decoded, up to the first that cannot be: the run stops before it (it stays leased, and
+ * becomes its key's front when the events before it are acknowledged; the claim that takes it then
+ * dead-letters it as undecodable).
+ */
+export function decodeRun(rows: Record<string, unknown>[]): ClaimedEvent[] {
+  const run: ClaimedEvent[] = [];
+  for (const row of rows) {
+    try {
+      run.push(decodeClaimed(row));
+    } catch {
+      break;
+    }
+  }
+  return run;
+}
+
 /** Columns every insert writes, in the order of its values. */
 export const INSERT_COLUMNS = INSERTED.map((column) => column.name);
 
