@@ -1,5 +1,5 @@
 import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
-import type { ClaimScope } from './delivery-state';
+import type { ClaimScope } from './delivery-ledger';
 import type { OutcomeRecorder } from './outcome-recorder';
 
 /** Successes of a batch are acknowledged at least this often, not only when the batch ends. */

@@ -4,7 +4,7 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
 import { leaseMarginMs } from '../utils/lease-margin';
 import { AckBuffer } from './ack-buffer';
-import type { ClaimScope, DeliveryState } from './delivery-state';
+import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
 import type { OutboxDrainResult } from './drain-result';
 import type { HandlerInvoker, HandlerOutcome } from './handler-invoker';
 import type { Lanes } from './lanes';
@@ -20,7 +20,7 @@ export interface BatchContext {
   readonly options: ResolvedOutboxOptions;
   readonly store: OutboxStore;
   readonly targets: DeliveryTargets;
-  readonly state: DeliveryState;
+  readonly ledger: DeliveryLedger;
   readonly recorder: OutcomeRecorder;
   readonly invoker: HandlerInvoker;
   /** Shared by every claim of the worker running at once. */
@@ -66,10 +66,8 @@ export class ClaimedBatch {
     const { claim, scope, ctx } = this;
     ctx.recorder.claimed(claim, scope.total);
     // Counted as unstarted before anything is awaited: the claiming run claims again only once they start.
-    for (const event of claim.events) ctx.state.waiting.set(event.id, scope);
     const followers = [...claim.runs.values()].flat();
-    for (const event of followers) ctx.state.waiting.set(event.id, scope);
-    for (const event of followers) ctx.state.behind.add(event.id);
+    ctx.ledger.claimed(scope, claim.events, followers);
     const { leaseMs, renewLease } = ctx.options.worker;
     if (renewLease && claim.events.length > 0) {
       this.renewal = new LeaseRenewal(scope, this.claimedAt, leaseMs, ctx);
@@ -79,8 +77,7 @@ export class ClaimedBatch {
       for (const row of claim.undecodable) await ctx.recorder.deadLetterUndecodable(row, scope);
       return await this.isolatingSuspects(claim.events);
     } finally {
-      for (const event of [...claim.events, ...followers]) ctx.state.leaveWaiting(event.id, scope);
-      for (const event of followers) ctx.state.behind.delete(event.id);
+      for (const event of [...claim.events, ...followers]) ctx.ledger.leaveWaiting(event.id, scope);
       await this.renewal?.stop();
     }
   }
@@ -104,7 +101,7 @@ export class ClaimedBatch {
       // With the events of their runs, which this claim leased behind them: nothing else would start or
       // release those, and they would wait out the lease with an attempt counted that never ran.
       const ids = later.flatMap((e) => [e.id, ...(this.claim.runs.get(e.id) ?? []).map((r) => r.id)]);
-      for (const id of ids) this.ctx.state.leaveWaiting(id, this.scope);
+      for (const id of ids) this.ctx.ledger.leaveWaiting(id, this.scope);
       gaveBack = await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'isolation');
     }
     await this.inLanes(events.filter((e) => !suspects.includes(e)));
@@ -119,9 +116,9 @@ export class ClaimedBatch {
    */
   private async inLanes(events: ClaimedEvent[], alone = false): Promise<void> {
     if (events.length === 0) return;
-    const { state, recorder, lanes } = this.ctx;
+    const { ledger, recorder, lanes } = this.ctx;
     const acks = new AckBuffer(recorder, this.scope, this.nextInRun(events));
-    state.ackBuffers.add(acks);
+    const untrack = ledger.trackAcks(acks);
     const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
     let outcomes: Array<{ error: unknown } | undefined> = [];
     try {
@@ -129,12 +126,12 @@ export class ClaimedBatch {
         const taking = lanes.take(alone);
         if (taking) await taking;
         // A suspect may end the process: every success of the instance is written before it starts.
-        if (alone) await Promise.all([...state.ackBuffers].map((buffer) => buffer.flush()));
+        if (alone) await ledger.flushAcks();
         deliveries.push(this.onLane(event, acks, alone));
       }
       outcomes = await Promise.all(deliveries);
     } finally {
-      state.ackBuffers.delete(acks);
+      untrack();
       await acks.close();
     }
     const failed = outcomes.find((outcome) => outcome !== undefined);
@@ -157,7 +154,7 @@ export class ClaimedBatch {
       const run = this.claim.runs.get(event.id) ?? [];
       for (let i = 0; i < run.length; i++) {
         if (delivered) delivered = await acks.written(last.id);
-        if (!delivered || this.ctx.state.stopping) {
+        if (!delivered || this.ctx.ledger.stopping) {
           await this.endRun(run.slice(i));
           break;
         }
@@ -185,15 +182,15 @@ export class ClaimedBatch {
 
   /** A run stopped before `rest` (an event ahead of them did not succeed): they go back unstarted, uncounted. */
   private async endRun(rest: ClaimedEvent[]): Promise<void> {
-    const ids = rest.filter((e) => this.ctx.state.leaveWaiting(e.id, this.scope)).map((e) => e.id);
+    const ids = rest.filter((e) => this.ctx.ledger.leaveWaiting(e.id, this.scope)).map((e) => e.id);
     if (ids.length > 0) await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'order');
   }
 
   /** Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch). */
   private async deliver(event: ClaimedEvent): Promise<boolean> {
-    const { state, options, recorder } = this.ctx;
+    const { ledger, options, recorder } = this.ctx;
     // Given back by a shutdown that timed out while it waited for a lane.
-    if (!state.leaveWaiting(event.id, this.scope)) return false;
+    if (!ledger.leaveWaiting(event.id, this.scope)) return false;
     const handlers = this.ctx.targets.forTopic(event.topic);
     const done = event.completedHandlers;
     const pending = done.length === 0 ? handlers : handlers.filter((h) => !done.includes(h.name));
@@ -202,14 +199,14 @@ export class ClaimedBatch {
     // Renewed, the lease need only last until the next renewal; else, until the longest timeout ends.
     const needed = renewal ? renewal.intervalMs + margin : Math.max(0, ...pending.map((h) => h.timeoutMs)) + margin;
     const leaseLeft = this.leaseLeftMs();
-    if (state.stopping || needed > leaseLeft) {
+    if (ledger.stopping || needed > leaseLeft) {
       // Handed back with its attempt, rather than started where the lease cannot cover it.
       await recorder.giveBackUnstarted(event.id, this.scope);
       return false;
     }
 
     const aborts = pending.map(() => new LazyAbort());
-    state.inFlight.set(event.id, { token: this.scope.token, abort: aborts });
+    ledger.started(event.id, this.scope.token, aborts);
     // Its span (with tracing): the handlers run in it; it ends with the attempt's outcome.
     const span = options.tracing?.startAttempt(event);
     let outcome: OutboxAttemptOutcome = 'not-recorded';
@@ -220,7 +217,7 @@ export class ClaimedBatch {
           ? await span.run(() => this.invoke(event, pending, aborts))
           : await this.invoke(event, pending, aborts);
       } finally {
-        if (state.inFlight.get(event.id)?.token === this.scope.token) state.inFlight.delete(event.id);
+        ledger.ended(event.id, this.scope.token);
       }
       // Lost while it ran (see LeaseRenewal): counted and reported there; another worker may hold it now.
       if (renewal?.isLost(event.id)) {

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { OutboxStore } from '../store/outbox.store';
 import { OutboxLeaseLostError } from '../errors/outbox.errors';
-import type { ClaimScope, DeliveryState } from './delivery-state';
+import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
 import type { OutcomeRecorder } from './outcome-recorder';
 
 /** How often a claim's lease is renewed: a third of it, so two renewals may fail before it expires. */
@@ -31,19 +31,21 @@ export class LeaseRenewal {
   private liveUntil: number;
   private readonly lost = new Set<string>();
   private stopped = false;
+  /** Takes it off the ledger's renewals. */
+  private readonly untrack: () => void;
 
   constructor(
     private readonly scope: ClaimScope,
     claimedAt: number,
     private readonly leaseMs: number,
-    private readonly ctx: { store: OutboxStore; state: DeliveryState; recorder: OutcomeRecorder },
+    private readonly ctx: { store: OutboxStore; ledger: DeliveryLedger; recorder: OutcomeRecorder },
   ) {
     this.liveUntil = claimedAt + leaseMs;
     this.intervalMs = renewalIntervalMs(leaseMs);
     this.timer = setInterval(() => this.tick(), this.intervalMs);
     // A renewal never keeps the process alive on its own.
     this.timer.unref();
-    ctx.state.renewals.add(this);
+    this.untrack = ctx.ledger.trackRenewal(this);
   }
 
   /** How long the lease is sure to last from now, in ms (negative: it may have run out). */
@@ -61,29 +63,20 @@ export class LeaseRenewal {
     this.stopped = true;
     clearInterval(this.timer);
     await this.running;
-    this.ctx.state.renewals.delete(this);
+    this.untrack();
   }
 
   private tick(): void {
     // The last renewal is still on its way (a slow database): it stands for this turn too.
     if (this.running) return;
     // Shut down: nothing runs SQL any more, and shutdown itself gives the events back.
-    if (this.stopped || this.ctx.state.closed) {
+    if (this.stopped || this.ctx.ledger.closed) {
       void this.stop();
       return;
     }
-    const ids = this.unfinished();
+    const ids = this.ctx.ledger.unfinished(this.scope.token);
     if (ids.length === 0) return;
     this.running = this.renew(ids).finally(() => (this.running = undefined));
-  }
-
-  /** The events of this claim waiting for a lane or running. */
-  private unfinished(): string[] {
-    const ids: string[] = [];
-    for (const map of [this.ctx.state.waiting, this.ctx.state.inFlight]) {
-      for (const [id, { token }] of map) if (token === this.scope.token) ids.push(id);
-    }
-    return ids;
   }
 
   private async renew(ids: string[]): Promise<void> {
@@ -97,29 +90,19 @@ export class LeaseRenewal {
       return;
     }
     // Shutdown has released what it holds since: a refusal now says nothing about the lease.
-    if (this.ctx.state.closed) return;
+    if (this.ctx.ledger.closed) return;
     // The database counted the new lease from a moment after this one.
     this.liveUntil = sentAt + this.leaseMs;
     // One that finished meanwhile has its outcome written (or refused) by its own fenced write.
-    const lost = ids.filter((id) => !renewed.has(id) && this.unfinishedHere(id));
+    const lost = ids.filter((id) => !renewed.has(id) && this.ctx.ledger.holds(id, this.scope.token));
     if (lost.length > 0) this.giveUp(lost);
-  }
-
-  private unfinishedHere(id: string): boolean {
-    const { waiting, inFlight } = this.ctx.state;
-    const { token } = this.scope;
-    return waiting.get(id)?.token === token || inFlight.get(id)?.token === token;
   }
 
   /** The lease of `ids` is lost: none is started, running handlers are aborted, no outcome is written. */
   private giveUp(ids: string[]): void {
-    const { state } = this.ctx;
-    for (const id of ids) {
-      this.lost.add(id);
-      // Not started yet: its lane skips it.
-      state.leaveWaiting(id, this.scope);
-      for (const abort of state.inFlight.get(id)?.abort ?? []) abort.giveUp(new OutboxLeaseLostError(id));
-    }
+    for (const id of ids) this.lost.add(id);
+    // Those not started yet are skipped by their lanes; the running ones' handlers are aborted.
+    this.ctx.ledger.lost(ids, this.scope, (id) => new OutboxLeaseLostError(id));
     this.ctx.recorder.renewalLost(ids, this.scope.total);
   }
 }

@@ -13,12 +13,12 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
 import { type BatchContext, ClaimedBatch } from './claimed-batch';
-import { type ClaimScope, DeliveryState } from './delivery-state';
+import { DeliveryLedger } from './delivery-ledger';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
 import { HandlerInvoker } from './handler-invoker';
 import { Lanes } from './lanes';
 import { RetryAlarm } from './retry-alarm';
-import { schedulerRegistryOf, shutdownReport, sweepKeyFronts } from './worker-lifecycle';
+import { schedulerRegistryOf, sweepKeyFronts } from './worker-startup';
 import { OutcomeRecorder } from './outcome-recorder';
 import { OutboxEvents } from '../events/outbox-events';
 import { DeliveryTargets } from './delivery-targets';
@@ -56,7 +56,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   private kicked = false;
   /** The worker's own async context, so a wake-up from a request never runs in that request's. */
   private scope: AsyncResource | undefined;
-  private readonly state = new DeliveryState();
+  private readonly ledger = new DeliveryLedger();
   private readonly recorder: OutcomeRecorder;
   private readonly batch: BatchContext;
 
@@ -74,11 +74,11 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     this.logger = options.errorText.logger('OutboxWorker');
     this.retention = options.retention ? new Retention(options.retention, store, options.errorText) : undefined;
     // The worker's lifecycle and every outcome of its deliveries are logged under one context.
-    this.recorder = new OutcomeRecorder(options, store, events, this.state, this.logger);
+    this.recorder = new OutcomeRecorder(options, store, events, this.ledger, this.logger);
     const invoker = new HandlerInvoker(events, options.errorText, options.testing);
-    const lanes = new Lanes(options.worker.concurrency, () => this.state.changed());
-    this.batch = { options, store, targets, state: this.state, recorder: this.recorder, invoker, lanes };
-    this.state.totals.add(this.scheduled);
+    const lanes = new Lanes(options.worker.concurrency, () => this.ledger.changed());
+    this.batch = { options, store, targets, ledger: this.ledger, recorder: this.recorder, invoker, lanes };
+    this.ledger.countInto(this.scheduled);
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -95,7 +95,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       );
     this.scope = new AsyncResource('OutboxWorker');
     this.alarm = new RetryAlarm(this.options.worker.pollIntervalMs, () => this.kick());
-    this.state.retryScheduled = (delayMs) => this.alarm?.retryIn(delayMs);
+    this.ledger.retryScheduled = (delayMs) => this.alarm?.retryIn(delayMs);
     await this.store.listenForWakeUps(
       () => this.kick(),
       (error) => this.logger.warn(`Outbox wake-up channel: ${this.errorText.describe(error)}`),
@@ -107,11 +107,11 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
 
   /** Whether this instance's scheduled worker runs: started at bootstrap (`worker.enabled`), not stopping. */
   get running(): boolean {
-    return this.scope !== undefined && !this.state.stopping;
+    return this.scope !== undefined && !this.ledger.stopping;
   }
   /** Looks for work now: events were just committed here or, by notification, elsewhere. */
   private kick(): void {
-    if (this.state.stopping || !this.scope) return;
+    if (this.ledger.stopping || !this.scope) return;
     this.scope.runInAsyncScope(() => setImmediate(() => this.poll()));
   }
 
@@ -123,13 +123,13 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   drain(): Promise<OutboxDrainResult> {
     return this.exclusive(async () => {
       const total = emptyResult();
-      this.state.totals.add(total);
+      const uncount = this.ledger.countInto(total);
       try {
         await this.idle();
         // Claims made while others still ran miss what those give back or fail for a retry due at once.
         while ((await this.claimUntil(total, (claimed) => claimed === 0)) > 0) await this.idle();
       } finally {
-        this.state.totals.delete(total);
+        uncount();
       }
       return total;
     });
@@ -153,7 +153,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   private poll(): void {
-    if (this.state.stopping) return;
+    if (this.ledger.stopping) return;
     if (this.busy) {
       this.kicked = true;
       return;
@@ -164,7 +164,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       do {
         this.kicked = false;
         await this.claimUntil(this.scheduled, (claimed) => claimed < this.options.worker.batchSize);
-      } while (this.kicked && !this.state.stopping);
+      } while (this.kicked && !this.ledger.stopping);
     }).catch((error) => this.logger.error(`Outbox worker run failed: ${this.errorText.describe(error)}`));
   }
 
@@ -209,9 +209,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
 
   /** Waits until every claimed event has started and a lane is free; false once shutdown has begun. */
   private async roomToClaim(): Promise<boolean> {
-    const { state, batch } = this;
-    await state.until(() => state.stopping || (state.unstarted === 0 && batch.lanes.free > 0));
-    return !state.stopping;
+    const { ledger, batch } = this;
+    await ledger.until(() => ledger.stopping || (ledger.unstarted === 0 && batch.lanes.free > 0));
+    return !ledger.stopping;
   }
 
   /** Delivers a claim beside the others running. */
@@ -226,7 +226,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       .catch((error) => this.logger.error(`Outbox delivery of a claim failed: ${this.errorText.describe(error)}`))
       .finally(() => {
         this.batches.delete(batch);
-        this.state.changed();
+        this.ledger.changed();
       });
     this.batches.set(batch, delivering);
   }
@@ -237,11 +237,10 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    this.state.stopping = true;
-    this.state.changed();
+    this.ledger.stop();
     this.alarm?.stop();
     // What runs as shutdown begins, before anything is awaited.
-    const report = shutdownReport(this.state, this.logger, this.options.worker.shutdownTimeoutMs);
+    const report = this.ledger.shutdownReport(this.logger, this.options.worker.shutdownTimeoutMs);
     await this.store.closeWakeUp();
     for (const name of [this.intervalName, this.retentionIntervalName]) {
       if (this.registry?.doesExist('interval', name)) this.registry.deleteInterval(name);
@@ -257,9 +256,9 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
     clearTimeout(timer);
     // From here on the worker writes nothing but what shutdown writes below: a handler that ends late
     // is not recorded, and nothing runs after TypeORM destroys the DataSource.
-    this.state.closed = true;
+    this.ledger.close();
     // A renewal on its way ends before the DataSource does; none starts from here on.
-    await Promise.all([...this.state.renewals].map((renewal) => renewal.stop()));
+    await this.ledger.stopRenewals();
     if (finished) await this.transports.stop();
     else await this.abandonRun(timeoutMs);
     report(finished);
@@ -272,25 +271,17 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
    * with their attempt uncounted, and those still running go back with theirs counted.
    */
   private async abandonRun(timeoutMs: number): Promise<void> {
-    const { state } = this;
     // Taken at once: an event whose handler ends from now on goes back with the running ones.
-    const running = [...state.inFlight.entries()];
-    const unstarted = new Map<string, { ids: string[]; scope: ClaimScope }>();
-    for (const [id, scope] of state.waiting) {
-      const claim = unstarted.get(scope.token) ?? { ids: [], scope };
-      claim.ids.push(id);
-      unstarted.set(scope.token, claim);
-    }
-    const unstartedCount = state.waiting.size;
-    state.clearWaiting();
-    await Promise.all([...state.ackBuffers].map((acks) => acks.flush()));
+    const { running, unstarted } = this.ledger.abandon();
+    const unstartedCount = unstarted.reduce((n, claim) => n + claim.ids.length, 0);
+    await this.ledger.flushAcks();
     await this.transports.stop();
     this.logger.warn(
       `Shutdown: ${running.length} handler(s) still running after ${timeoutMs} ms; releasing their events` +
         ` and the ${unstartedCount} claimed event(s) not started`,
     );
     await Promise.all([
-      ...[...unstarted.values()].map(({ ids, scope }) => this.recorder.releaseUnstarted(ids, scope, 'shutdown')),
+      ...unstarted.map(({ ids, scope }) => this.recorder.releaseUnstarted(ids, scope, 'shutdown')),
       ...running.map(async ([id, { token, abort }]) => {
         for (const signal of abort) signal.abort(new OutboxShutdownError());
         await this.recorder.releaseRunning(id, token);

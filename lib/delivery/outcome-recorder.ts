@@ -6,7 +6,7 @@ import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult, OutboxStore } from '../store/outbox.store';
 import { aboutEvents } from '../utils/log-record';
-import type { ClaimScope, DeliveryState } from './delivery-state';
+import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
 import type { OutboxDrainResult } from './drain-result';
 import { deadLetterReason, decideFailure, storableError, undecodableError } from './failure-policy';
 import type { HandlerOutcome } from './handler-invoker';
@@ -31,7 +31,7 @@ export class OutcomeRecorder {
     private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
     private readonly events: OutboxEvents,
-    private readonly state: DeliveryState,
+    private readonly ledger: DeliveryLedger,
     private readonly logger: Logger,
   ) {}
 
@@ -94,7 +94,7 @@ export class OutcomeRecorder {
       this.events.emit({ type: 'retry.scheduled', id, topic, attempt, delayMs: retryDelayMs, dueAt, error: errorText });
     }
     scope.total.failed++;
-    this.state.retryScheduled?.(retryDelayMs);
+    this.ledger.retryScheduled?.(retryDelayMs);
     const text = `attempt ${attempt} of ${maxAttempts} failed; retrying in ${retryDelayMs} ms or later: ${errorText}`;
     this.logger.warn(aboutEvents(`Outbox event ${id} (${topic}) ${text}`, { eventId: id, topic }));
     return 'retried';
@@ -134,7 +134,7 @@ export class OutcomeRecorder {
 
   /** Whether a success may still be buffered for acknowledgement: not once shutdown has closed the worker. */
   mayAcknowledge(id: string): boolean {
-    if (!this.state.closed) return true;
+    if (!this.ledger.closed) return true;
     this.logger.warn(aboutEvents(`Outbox acknowledgement of event ${id} skipped: the worker has shut down`, id));
     return false;
   }
@@ -171,7 +171,7 @@ export class OutcomeRecorder {
     if (!(await this.write(id, scope, undefined))) return;
     scope.total.released++;
     if (this.events.observed) {
-      const why = this.state.stopping ? 'shutdown' : 'lease-budget';
+      const why = this.ledger.stopping ? 'shutdown' : 'lease-budget';
       this.events.emit({ type: 'released', ids: [id], uncounted: true, why });
     }
   }
@@ -237,7 +237,7 @@ export class OutcomeRecorder {
     frontOf?: string,
   ): Promise<boolean> {
     const what = update ? 'failure' : 'release';
-    if (this.state.closed) {
+    if (this.ledger.closed) {
       const text = `Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`;
       this.logger.warn(aboutEvents(text, id));
       return false;

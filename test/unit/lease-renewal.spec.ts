@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { OutboxEvents, type OutboxLifecycleEvent } from '../../lib';
-import { DeliveryState } from '../../lib/delivery/delivery-state';
+import { DeliveryLedger } from '../../lib/delivery/delivery-ledger';
 import { emptyResult } from '../../lib/delivery/drain-result';
 import { LazyAbort } from '../../lib/delivery/lazy-abort';
 import { LeaseRenewal, renewalIntervalMs } from '../../lib/delivery/lease-renewal';
@@ -45,7 +45,7 @@ describe('LeaseRenewal', () => {
 
   function setUp() {
     const fake = fakeStore();
-    const state = new DeliveryState();
+    const ledger = new DeliveryLedger();
     const events = new OutboxEvents();
     const seen: OutboxLifecycleEvent[] = [];
     events.events$.subscribe((e) => seen.push(e));
@@ -54,28 +54,28 @@ describe('LeaseRenewal', () => {
     const running = new LazyAbort();
     const gaveUp = jest.fn();
     running.onGiveUp = gaveUp;
-    state.waiting.set('waiting', scope);
-    state.inFlight.set('running', { token: 'T', abort: [running] });
+    ledger.claimed(scope, [{ id: 'waiting' }], []);
+    ledger.started('running', 'T', [running]);
     // Another claim's event: never renewed by this one.
-    state.inFlight.set('other', { token: 'U', abort: [] });
+    ledger.started('other', 'U', []);
     // The recorder reads its options only to record a failed delivery, which a renewal never does, and
     // to describe the error of a failed renewal.
     const options = { errorText: new ErrorText() } as ResolvedOutboxOptions;
-    const recorder = new OutcomeRecorder(options, fake.store, events, state, new Logger('OutboxWorker'));
-    renewal = new LeaseRenewal(scope, performance.now(), LEASE_MS, { store: fake.store, state, recorder });
-    return { ...fake, state, seen, total, running, gaveUp, renewal };
+    const recorder = new OutcomeRecorder(options, fake.store, events, ledger, new Logger('OutboxWorker'));
+    renewal = new LeaseRenewal(scope, performance.now(), LEASE_MS, { store: fake.store, ledger, recorder });
+    return { ...fake, ledger, seen, total, running, gaveUp, renewal };
   }
 
   it('renews every third of the lease, in one call for the waiting and running events of its claim', async () => {
     expect(renewalIntervalMs(60_000)).toBe(20_000);
-    const { calls, state } = setUp();
+    const { calls, ledger } = setUp();
     await eventually(() => calls.length >= 2, 2000, 'two renewals');
     expect(calls[0]).toEqual({ ids: ['waiting', 'running'], token: 'T', leaseMs: LEASE_MS });
-    expect(state.renewals.size).toBe(1);
+    expect(ledger.renewalCount).toBe(1);
   });
 
   it('gives up an event it no longer holds: aborts its handlers, counts and reports the lost lease', async () => {
-    const { lost, total, running, gaveUp, seen, state, renewal: r } = setUp();
+    const { lost, total, running, gaveUp, seen, ledger, renewal: r } = setUp();
     lost.add('running');
     await eventually(() => total.lostLeases === 1, 2000, 'the lost lease');
     expect(r.isLost('running')).toBe(true);
@@ -86,21 +86,21 @@ describe('LeaseRenewal', () => {
     expect(seen).toEqual([
       { type: 'lease.lost', at: expect.any(Date) as Date, ids: ['running'], count: 1, what: 'renew' },
     ]);
-    expect(state.waiting.has('waiting')).toBe(true);
+    expect(ledger.isWaiting('waiting')).toBe(true);
   });
 
   it('takes a waiting event it lost off the queue, so it never starts', async () => {
-    const { lost, total, state } = setUp();
+    const { lost, total, ledger } = setUp();
     lost.add('waiting');
     await eventually(() => total.lostLeases === 1, 2000, 'the lost lease');
-    expect(state.waiting.has('waiting')).toBe(false);
+    expect(ledger.isWaiting('waiting')).toBe(false);
   });
 
   it('does not count an event that finished while the renewal was on its way', async () => {
-    const { answer, state, total, calls } = setUp();
+    const { answer, ledger, total, calls } = setUp();
     answer((args) => {
       // Its outcome is being written meanwhile: the row no longer matches the renewal.
-      state.inFlight.delete('running');
+      ledger.ended('running', 'T');
       return Promise.resolve(args.ids.filter((id) => id !== 'running'));
     });
     await eventually(() => calls.length >= 2, 2000, 'two renewals');
@@ -116,7 +116,7 @@ describe('LeaseRenewal', () => {
   });
 
   it('issues nothing once the worker has closed, and stop() waits for the renewal on its way', async () => {
-    const { answer, calls, state, renewal: r } = setUp();
+    const { answer, calls, ledger, renewal: r } = setUp();
     let finish!: () => void;
     answer((args) => new Promise((resolve) => (finish = () => resolve(args.ids))));
     await eventually(() => calls.length === 1, 2000, 'a renewal on its way');
@@ -127,12 +127,12 @@ describe('LeaseRenewal', () => {
     expect(calls).toHaveLength(1);
     finish();
     await stopping;
-    expect(state.renewals.size).toBe(0);
+    expect(ledger.renewalCount).toBe(0);
 
     const again = setUp();
-    again.state.closed = true;
+    again.ledger.close();
     await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
     expect(again.calls).toEqual([]);
-    expect(again.state.renewals.size).toBe(0);
+    expect(again.ledger.renewalCount).toBe(0);
   });
 });
