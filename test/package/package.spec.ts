@@ -80,7 +80,7 @@ function buildIfStale(): void {
   if (edited > built) succeed('npm', ['run', 'build'], root);
 }
 
-/** The peers a consumer must install (README, Install), plus Node's types, which the shipped declarations use. */
+/** The peers a consumer must install (docs/quick-start.md, Install), plus Node's types, which the shipped declarations use. */
 function requiredPeers(): string[] {
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Manifest;
   const optional = manifest.peerDependenciesMeta ?? {};
