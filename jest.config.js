@@ -9,7 +9,7 @@ const common = {
   testEnvironmentOptions: { globalsCleanup: 'off' },
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
   setupFiles: ['reflect-metadata'],
-  // The README's snippets import the package by name (test/e2e/testing/readme-recipe.e2e-spec.ts).
+  // The docs' snippets import the package by name (test/e2e/testing/readme-recipe.e2e-spec.ts).
   moduleNameMapper: { '^nestjs-typeorm-outbox$': '<rootDir>/lib/index.ts' },
 };
 

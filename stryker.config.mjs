@@ -30,7 +30,7 @@ export default {
   // Mutants in module-level constants (SQL fragments, column lists) would each run every test, with no
   // coverage to narrow them; a broken constant breaks every statement, which the ordinary suite shows.
   // Caveat seen in the runs: some of them are attributed to server-only tests that are skipped here, so
-  // Stryker runs no test for them and reports them as survived (docs/mutation-testing.md).
+  // Stryker runs no test for them and reports them as survived (docs/internals/mutation-testing.md).
   ignoreStatic: true,
   // A mutant that deadlocks a test fails it at jest.mutation.config.js's testTimeout (killed, runner
   // kept) before Stryker's own timeout restarts the runner, which costs several seconds more.

@@ -806,7 +806,7 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
         `${f(m.rssBeforeMb)} → ${f(m.rssAfterMb)} (heap ${f(m.heapBeforeMb)} → ${f(m.heapAfterMb)})`;
       lines.push(
         `| ${db} | RSS draining ${f(libDefault.events)} events, default batch ${libDefault.batch} (MB) | ${rss(base)} at batch 500 | ${rss(libDefault)} | | growth ≤ 50: ${verdict(libDefault.growthMb <= 50)} (${f(libDefault.growthMb, 1)}) |`,
-        `| ${db} | RSS draining ${f(lib500.events)} events, batch 500 (MB) | ${rss(base)} | ${rss(lib500)} | | growth ${f(lib500.growthMb, 1)}, no target: see docs/benchmark.md (Memory) |`,
+        `| ${db} | RSS draining ${f(lib500.events)} events, batch 500 (MB) | ${rss(base)} | ${rss(lib500)} | | growth ${f(lib500.growthMb, 1)}, no target: see docs/internals/benchmark.md (Memory) |`,
       );
     }
     if (r.claimCost) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Reads the README's marked blocks for compat/fresh-app/run.sh. The contract with the README:
+// Reads the marked blocks of a documentation page (docs/quick-start.md, docs/testing.md) for
+// compat/fresh-app/run.sh. The contract with the pages:
 //   <!-- install: nestjs-11 -->   directly above a ```bash block: the install command(s) for that major
 //   <!-- file: src/orders/orders.module.ts --> directly above a ```ts block: the complete content of that file
 //   <!-- merge: src/app.module.ts --> directly above a ```ts block: a Nest module to add to the file the CLI
@@ -7,11 +8,11 @@
 //       are skipped), its `@Module({ imports: [...] })` entries go first in the file's `imports`; everything
 //       else the CLI wrote stays. A comment line starting with `// …` stands for what the CLI generated and is
 //       not pasted. The block may hold nothing else: what the merge could not place fails the check.
-// Snippets are written ESM-style (`.js` on relative imports); the README tells CommonJS users to drop
-// that `.js`, and the `cjs` argument applies exactly that rewrite and nothing else.
+// Snippets are written ESM-style (`.js` on relative imports); the quick start tells CommonJS users to
+// drop that `.js`, and the `cjs` argument applies exactly that rewrite and nothing else.
 //
-//   node extract.mjs install <README> <label> <tarball>   prints the commands, the package replaced by <tarball>
-//   node extract.mjs files <README> <app dir> esm|cjs     writes the files, prints their paths
+//   node extract.mjs install <page> <label> <tarball>   prints the commands, the package replaced by <tarball>
+//   node extract.mjs files <page> <app dir> esm|cjs     writes the page's files, prints their paths
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
 
@@ -26,25 +27,25 @@ function fail(message) {
 }
 
 /** Every marker outside a fenced block, with the fenced block that follows it. */
-function markedBlocks(readmePath) {
+function markedBlocks(pagePath) {
   let text;
   try {
-    text = readFileSync(readmePath, 'utf8');
+    text = readFileSync(pagePath, 'utf8');
   } catch (error) {
-    fail(`cannot read ${readmePath}: ${error.message}`);
+    fail(`cannot read ${pagePath}: ${error.message}`);
   }
   const lines = text.split(/\r?\n/);
   const blocks = [];
   for (let i = 0; i < lines.length; i++) {
     const fence = FENCE.exec(lines[i]);
     if (fence) {
-      i = closingFence(lines, i, fence[1], readmePath);
+      i = closingFence(lines, i, fence[1], pagePath);
       continue;
     }
     const marker = MARKER.exec(lines[i]);
     if (!marker) continue;
     const [, kind, name] = marker;
-    const where = `${readmePath}:${i + 1} (<!-- ${kind}: ${name} -->)`;
+    const where = `${pagePath}:${i + 1} (<!-- ${kind}: ${name} -->)`;
     let open = i + 1;
     while (open < lines.length && lines[open].trim() === '') open++;
     const opening = open < lines.length ? FENCE.exec(lines[open]) : null;
@@ -55,25 +56,25 @@ function markedBlocks(readmePath) {
     if (!LANGUAGES[kind].includes(opening[2])) {
       fail(`${where}: the block below is \`\`\`${opening[2] || '(no language)'}; expected \`\`\`${LANGUAGES[kind].join(' or ```')}`);
     }
-    const close = closingFence(lines, open, opening[1], readmePath);
+    const close = closingFence(lines, open, opening[1], pagePath);
     blocks.push({ kind, name, where, body: lines.slice(open + 1, close).join('\n') + '\n' });
     i = close;
   }
   return blocks;
 }
 
-function closingFence(lines, open, fence, readmePath) {
+function closingFence(lines, open, fence, pagePath) {
   for (let j = open + 1; j < lines.length; j++) {
     const trimmed = lines[j].trim();
     if (trimmed.length >= fence.length && [...trimmed].every((c) => c === fence[0])) return j;
   }
-  fail(`${readmePath}:${open + 1}: the fenced block opened here is never closed`);
+  fail(`${pagePath}:${open + 1}: the fenced block opened here is never closed`);
 }
 
-function install(readmePath, label, tarball) {
-  const blocks = markedBlocks(readmePath).filter((b) => b.kind === 'install' && b.name === label);
+function install(pagePath, label, tarball) {
+  const blocks = markedBlocks(pagePath).filter((b) => b.kind === 'install' && b.name === label);
   if (blocks.length === 0) {
-    fail(`${readmePath} has no <!-- install: ${label} --> marker above a \`\`\`bash block`);
+    fail(`${pagePath} has no <!-- install: ${label} --> marker above a \`\`\`bash block`);
   }
   // The package as a command argument, with or without a version: `nestjs-typeorm-outbox@^0.1`.
   const argument = new RegExp(`(^|\\s)${PACKAGE}(@\\S*)?(?=\\s|$)`, 'gm');
@@ -87,7 +88,7 @@ function install(readmePath, label, tarball) {
     )
     .join('');
   if (replaced === 0) {
-    fail(`the <!-- install: ${label} --> block(s) of ${readmePath} never name ${PACKAGE} as a package to install`);
+    fail(`the <!-- install: ${label} --> block(s) of ${pagePath} never name ${PACKAGE} as a package to install`);
   }
   process.stdout.write(script);
 }
@@ -154,7 +155,7 @@ function moduleImportsArray(source, where) {
 
 const sameCode = (a, b) => a.replace(/\s+/g, ' ') === b.replace(/\s+/g, ' ');
 
-/** Adds the README's module block to the module the CLI generated (see the contract at the top). */
+/** Adds a page's module block to the module the CLI generated (see the contract at the top). */
 function mergeModule(generated, block, where) {
   const snippet = block.replace(/^[ \t]*\/\/ ….*\n/gm, '');
   const { declarations, end: snippetImportsEnd } = importDeclarations(snippet);
@@ -184,11 +185,11 @@ function mergeModule(generated, block, where) {
   return merged.slice(0, own.end) + missing.map((d) => `${d}\n`).join('') + merged.slice(own.end);
 }
 
-function files(readmePath, appDir, moduleSystem) {
+function files(pagePath, appDir, moduleSystem) {
   checkModuleSystem(moduleSystem);
-  const blocks = markedBlocks(readmePath).filter((b) => b.kind === 'file' || b.kind === 'merge');
+  const blocks = markedBlocks(pagePath).filter((b) => b.kind === 'file' || b.kind === 'merge');
   if (blocks.length === 0) {
-    fail(`${readmePath} has no <!-- file: <path> --> marker above a \`\`\`ts block: nothing to paste`);
+    fail(`${pagePath} has no <!-- file: <path> --> marker above a \`\`\`ts block: nothing to paste`);
   }
   const seen = new Map();
   for (const { kind, name, where, body } of blocks) {
@@ -212,4 +213,4 @@ function files(readmePath, appDir, moduleSystem) {
 const [command, ...args] = process.argv.slice(2);
 if (command === 'install' && args.length === 3) install(...args);
 else if (command === 'files' && args.length === 3) files(...args);
-else fail('usage: extract.mjs install <README> <label> <tarball> | files <README> <app dir> esm|cjs');
+else fail('usage: extract.mjs install <page> <label> <tarball> | files <page> <app dir> esm|cjs');

@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
 # The newcomer's path, checked: packs the library as npm would publish it, creates a new NestJS app
-# with the official CLI in a temp folder, runs the README's install commands there (the package name
-# replaced by the tarball), pastes the README's quick start files (its app.module.ts block added to the
-# generated one), type-checks them, runs the app's own e2e command, then builds the app and starts it
-# (boot.mjs), on SQLite (better-sqlite3). Three apps, one after the other:
+# with the official CLI in a temp folder, runs the install commands of docs/quick-start.md there (the
+# package name replaced by the tarball), pastes the quick start's files (its app.module.ts block added
+# to the generated one), then the test of docs/testing.md, type-checks them, runs the app's own e2e
+# command, then builds the app and starts it (boot.mjs), on SQLite (better-sqlite3): the two pages as a
+# user pastes them, one after the other. Three apps, one after the other:
 #   nestjs-11         @nestjs/cli 11, pinned: CommonJS, Jest (`npm run test:e2e`, test/jest-e2e.json); the
-#                     README's snippets get their relative `.js` dropped, as the README tells CommonJS users
+#                     pages' snippets get their relative `.js` dropped, as the quick start tells CommonJS users
 #   nestjs-12         @nestjs/cli 12, pinned, --no-observe: ESM, Vitest (`npm run test:e2e`,
 #                     vitest.config.e2e.ts); snippets as written
 #   nestjs-12-latest  the newest @nestjs/cli with its defaults, as a user who runs `nest new` today gets
-#                     it (12.0.15 wires @nestjs/observe into app.module.ts and main.ts); the README's
+#                     it (12.0.15 wires @nestjs/observe into app.module.ts and main.ts); the quick start's
 #                     nestjs-12 install commands
-# README contract (read by extract.mjs): `<!-- install: nestjs-11 -->` / `<!-- install: nestjs-12 -->`
-# directly above a ```bash block, `<!-- file: <path> -->` directly above a ```ts block (a whole file),
-# `<!-- merge: src/app.module.ts -->` directly above a ```ts block (added to the generated module). The
-# test is the README's `<!-- file: test/… -->` block (the Testing section's recipe); without one the
-# check fails.
+# The pages' contract (read by extract.mjs): in docs/quick-start.md, `<!-- install: nestjs-11 -->` /
+# `<!-- install: nestjs-12 -->` directly above a ```bash block, `<!-- file: <path> -->` directly above a
+# ```ts block (a whole file), `<!-- merge: src/app.module.ts -->` directly above a ```ts block (added to
+# the generated module); in docs/testing.md, the test: a `<!-- file: test/… -->` block (the recipe);
+# without one the check fails.
 # Expects `npm run build` done at the root. Needs the npm registry; SQLite files only, no servers.
-# For working on it: FRESH_APP_README=<file> reads another README, FRESH_APP_TARBALL=<.tgz> installs
-# that instead of a pack of the root, FRESH_APP_ONLY=11|12|latest runs one app, FRESH_APP_KEEP=1 keeps
-# the temp folder.
+# For working on it: FRESH_APP_DOCS=<folder> reads the quick-start.md and testing.md of another folder
+# (default: docs/ at the root), FRESH_APP_TARBALL=<.tgz> installs that instead of a pack of the root,
+# FRESH_APP_ONLY=11|12|latest runs one app, FRESH_APP_KEEP=1 keeps the temp folder.
 set -euo pipefail
 
 # The generators, pinned (the CLI takes the schematics package, which holds the templates, as a
@@ -34,7 +35,9 @@ TEST_TIMEOUT_SECONDS=300
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-readme="${FRESH_APP_README:-$root/README.md}"
+docs="${FRESH_APP_DOCS:-$root/docs}"
+quick_start="$docs/quick-start.md"
+testing="$docs/testing.md"
 only="${FRESH_APP_ONLY:-}"
 
 # shellcheck source=../registry.sh
@@ -60,7 +63,11 @@ logged() { # log file, what it is (for the message), command...
 
 [ -n "${FRESH_APP_TARBALL:-}" ] || [ -f "$root/dist/index.js" ] ||
   die "$root/dist/index.js is missing: run npm run build at the root first"
-[ -f "$readme" ] || die "no README at $readme"
+[ -z "${FRESH_APP_README:-}" ] ||
+  die "FRESH_APP_README is no longer read: the snippets live in docs/ now; FRESH_APP_DOCS=<folder> reads the" \
+    "quick-start.md and testing.md of another folder"
+[ -f "$quick_start" ] || die "no quick start at $quick_start"
+[ -f "$testing" ] || die "no testing page at $testing"
 
 tmp="$(mktemp -d)"
 if [ "${FRESH_APP_KEEP:-}" = 1 ]; then
@@ -140,32 +147,32 @@ with$(grep -q '"@nestjs/observe"' "$app/package.json" || echo out) @nestjs/obser
   say "$label: npm install (what nest new runs unless told to skip it)"
   logged "$logs/npm-install.log" "$label: npm install of the new app" bash -c 'cd "$1" && npm install' _ "$app"
 
-  say "$label: the README's <!-- install: $install --> commands, $(basename "$tarball") for nestjs-typeorm-outbox"
-  (cd "$here" && node extract.mjs install "$readme" "$install" "$tarball") >"$work/install.sh" ||
-    die "$label: could not read the install commands from $readme (see above)"
+  say "$label: the quick start's <!-- install: $install --> commands, $(basename "$tarball") for nestjs-typeorm-outbox"
+  (cd "$here" && node extract.mjs install "$quick_start" "$install" "$tarball") >"$work/install.sh" ||
+    die "$label: could not read the install commands from $quick_start (see above)"
   sed 's/^/    /' "$work/install.sh"
-  logged "$logs/readme-install.log" "$label: the README's install commands (the log shows each as + …)" \
+  logged "$logs/install.log" "$label: the quick start's install commands (the log shows each as + …)" \
     bash -c 'cd "$1" && bash -euxo pipefail "$2"' _ "$app" "$work/install.sh"
   if [ ! -d "$app/node_modules/better-sqlite3" ]; then
-    die "$label: better-sqlite3 is not installed after the README's install commands (the quick start uses it)"
+    die "$label: better-sqlite3 is not installed after the quick start's install commands (its app uses it)"
   fi
   if [ ! -f "$app/node_modules/better-sqlite3/$addon" ] ||
     ! (cd "$app" && node -e "require('better-sqlite3')(':memory:').close()") >"$logs/addon.log" 2>&1; then
-    tail -n 20 "$logs/readme-install.log" >&2
-    die "$label: better-sqlite3 has no working addon after the README's install commands: its install script" \
+    tail -n 20 "$logs/install.log" >&2
+    die "$label: better-sqlite3 has no working addon after the quick start's install commands: its install script" \
       "did not run or failed (npm runs it only for packages in package.json \"allowScripts\"; see the npm" \
       "\"install-scripts\" notice above)"
   fi
   # npm 11 runs an install script that allowScripts does not cover, with a warning; npm 12 skips it, and
-  # better-sqlite3 then has no addon ("Could not locate the bindings file"). So the README's commands
+  # better-sqlite3 then has no addon ("Could not locate the bindings file"). So the quick start's commands
   # must approve it themselves; `npm install-scripts ls` tells. Reported after the tests, which still run.
   local pending allow_scripts_problem=
   if pending="$(cd "$app" && npm install-scripts ls 2>&1)"; then
     if grep -q 'better-sqlite3' <<<"$pending"; then
       echo "$pending" | sed 's/^/    /'
-      allow_scripts_problem="after the README's install commands, better-sqlite3's install script is not covered by \
+      allow_scripts_problem="after the quick start's install commands, better-sqlite3's install script is not covered by \
 package.json \"allowScripts\": npm 11 runs it with a warning, npm 12 skips it and the app has no SQLite addon. \
-The README's install block must approve it, e.g. \`npm pkg set allowScripts.better-sqlite3=true --json\` before \
+The quick start's install block must approve it, e.g. \`npm pkg set allowScripts.better-sqlite3=true --json\` before \
 \`npm install\`"
       say "$label: problem (reported at the end of this app): $allow_scripts_problem"
     fi
@@ -178,14 +185,17 @@ The README's install block must approve it, e.g. \`npm pkg set allowScripts.bett
     say "$label: better-sqlite3's install script ran and built its addon"
   fi
 
-  say "$label: pasting the README's <!-- file: … --> blocks, adding its <!-- merge: … --> ones ($modules)"
-  (cd "$here" && node extract.mjs files "$readme" "$app" "$modules") >"$work/files.txt" ||
-    die "$label: could not paste the quick start from $readme (see above)"
+  say "$label: pasting the quick start's <!-- file: … --> blocks, adding its <!-- merge: … --> ones ($modules)"
+  (cd "$here" && node extract.mjs files "$quick_start" "$app" "$modules") >"$work/files.txt" ||
+    die "$label: could not paste the quick start from $quick_start (see above)"
   say "$label: pasted $(paste -sd ' ' "$work/files.txt")"
+  say "$label: pasting the testing page's <!-- file: … --> blocks ($modules)"
+  (cd "$here" && node extract.mjs files "$testing" "$app" "$modules") >"$work/test-files.txt" ||
+    die "$label: could not paste the testing recipe from $testing (see above)"
   local tests
-  tests="$(grep '^test/' "$work/files.txt" || true)"
-  [ -n "$tests" ] || die "$label: the README has no <!-- file: test/… --> block (the Testing section's recipe)"
-  say "$label: test: the README's $(echo $tests)"
+  tests="$(grep '^test/' "$work/test-files.txt" || true)"
+  [ -n "$tests" ] || die "$label: $testing has no <!-- file: test/… --> block (the recipe)"
+  say "$label: test: the testing page's $(echo $tests)"
 
   say "$label: type-check (tsc -p tsconfig.json: src and test)"
   logged "$logs/tsc.log" "$label: tsc --noEmit -p tsconfig.json on the pasted files" \

@@ -139,7 +139,7 @@ export class OutboxSchemaOutdatedError extends OutboxError {
       `The outbox table ${table} is at schema version ${foundVersion}; this version of nestjs-typeorm-outbox needs ` +
         `${neededVersion}. Run the missing migration ${missingMigration}: list every outbox migration in your ` +
         "DataSource's migrations (`migrations: [...OutboxMigrations]`, or `...createOutboxMigrations('<table>')`) and " +
-        'run them (see Upgrading in the README).',
+        'run them (see docs/upgrading.md in the package).',
     );
   }
 }

@@ -110,8 +110,8 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
   /** Which topics go to which transport; an event goes to every matching route and every handler. */
   routes?: OutboxRoute[];
   /**
-   * Topics whose events are delivered per key, one at a time, in commit order (see the README's
-   * "Per-key order"). The first matching entry decides. Default: none, every topic unordered.
+   * Topics whose events are delivered per key, one at a time, in commit order (see docs/ordering.md).
+   * The first matching entry decides. Default: none, every topic unordered.
    */
   ordering?: OutboxOrdering[];
   /**
@@ -131,10 +131,10 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
    * it cleaned already); if it throws, the text is withheld.
    */
   redactError?: (text: string) => string;
-  /** Metrics of deliveries and of the table's state (see the README's "Metrics"). Default: none. */
+  /** Metrics of deliveries and of the table's state (see docs/observability.md). Default: none. */
   metrics?: OutboxMetricsOptions;
   /**
-   * OpenTelemetry tracing (see the README's "Tracing"): the publisher's trace context in each event's
+   * OpenTelemetry tracing (see docs/observability.md): the publisher's trace context in each event's
    * headers, a consumer span per delivery attempt, the context forwarded by transports. Default: on
    * when `@opentelemetry/api` is installed (it records once the application registers a tracer
    * provider); `true` or an object requires the package; `false` turns it off.

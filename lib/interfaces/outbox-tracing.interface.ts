@@ -1,4 +1,4 @@
-/** The `tracing` option, as an object (see the README's "Tracing"). */
+/** The `tracing` option, as an object (see docs/observability.md, "Tracing"). */
 export interface OutboxTracingOptions {
   /**
    * `true`: each delivery attempt's span starts a trace of its own, linked to the span that published

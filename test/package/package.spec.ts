@@ -80,7 +80,7 @@ function buildIfStale(): void {
   if (edited > built) succeed('npm', ['run', 'build'], root);
 }
 
-/** The peers a consumer must install (README, Install), plus Node's types, which the shipped declarations use. */
+/** The peers a consumer must install (docs/quick-start.md, Install), plus Node's types, which the shipped declarations use. */
 function requiredPeers(): string[] {
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Manifest;
   const optional = manifest.peerDependenciesMeta ?? {};
@@ -145,15 +145,35 @@ describe('the packed package', () => {
     }
   });
 
-  it('holds no tests, benchmarks, sample, compat suites, docs, dependencies or build state', () => {
+  it('holds no tests, benchmarks, sample, compat suites, maintainers’ docs, dependencies or build state', () => {
     const unwanted = [...packed].filter(
       (file) =>
-        /^(test|bench|sample|compat|docs)\//.test(file) ||
+        /^(test|bench|sample|compat)\//.test(file) ||
+        // Of docs/, the user pages alone: nothing below it (docs/internals/ is the maintainers').
+        (/^docs\//.test(file) && !/^docs\/[^/]+\.md$/.test(file)) ||
         /(^|\/)node_modules\//.test(file) ||
         /[.-](spec|test)\.[^/]*$/.test(file) ||
         file.endsWith('.tsbuildinfo'),
     );
     expect(unwanted).toEqual([]);
+  });
+
+  it('holds every user page of docs/, so that the README’s links and the errors’ "see docs/…" resolve in node_modules', () => {
+    const pages = readdirSync(join(root, 'docs'))
+      .filter((file) => file.endsWith('.md'))
+      .map((file) => `docs/${file}`);
+    expect(pages).toEqual(expect.arrayContaining(['docs/README.md', 'docs/quick-start.md', 'docs/upgrading.md']));
+    expect([...packed].filter((file) => file.startsWith('docs/')).sort()).toEqual(pages.sort());
+    // A link from a packed page to a page of docs/ (not its internals) names a packed file.
+    const missing: string[] = [];
+    for (const page of ['README.md', ...pages]) {
+      const text = readFileSync(join(installed, page), 'utf8');
+      for (const [, target] of text.matchAll(/\]\(([^)#\s]+\.md)(?:#[^)\s]*)?\)/g)) {
+        const file = posix.normalize(posix.join(posix.dirname(page), target));
+        if (/^docs\/[^/]+\.md$/.test(file) && !packed.has(file)) missing.push(`${page} -> ${file}`);
+      }
+    }
+    expect(missing).toEqual([]);
   });
 
   it('ships the source every source map names', () => {

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 /**
- * The one direction of imports in lib/ (docs/architecture.md): each layer imports only from itself and
+ * The one direction of imports in lib/ (docs/internals/architecture.md): each layer imports only from itself and
  * the layers before it in this list, and no file reaches itself through its imports, `import type`
  * included. A new folder must be placed here before it can be imported.
  */

@@ -8,8 +8,8 @@ import { BACKENDS } from '../support/databases.mjs';
 import { handlerClass, startApp } from '../support/app.mjs';
 
 /**
- * The README's admin controller, plus two endpoints of an application's own that reach the library's other
- * HTTP errors. Its decorators are applied by hand: plain JavaScript has none yet.
+ * The admin controller of docs/operations.md, plus two endpoints of an application's own that reach the
+ * library's other HTTP errors. Its decorators are applied by hand: plain JavaScript has none yet.
  */
 class OutboxAdminController {
   constructor(operations, outbox, txHost) {

@@ -4,7 +4,7 @@ import { keysTableOf, type OutboxTable } from './outbox-table';
 import { StatementBuilder } from './statement-builder';
 
 /**
- * Per-key order's statements (see docs/ordering.md), written once for every database: the keys' table
+ * Per-key order's statements (see docs/internals/ordering.md), written once for every database: the keys' table
  * hands out each key's sequence at publish, and names each key's front, the one event of the key that
  * may be claimed.
  */

@@ -6,7 +6,7 @@ import { OutboxHandler, OutboxNonRetryableError, OutboxOperations, OutboxService
 import { backends } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
-/** The README's admin controller, as it stands there. */
+/** The admin controller of docs/operations.md, as it stands there. */
 @Controller('admin/outbox')
 class OutboxAdminController {
   constructor(private readonly operations: OutboxOperations) {}

@@ -486,7 +486,7 @@ describeEachServer('one dedupe key published by two transactions at once on %s',
   });
 });
 
-// A documented limit (README, guarantee 7): PostgreSQL's snapshot isolation cannot answer "inserted: false"
+// A documented limit (docs/guarantees.md, guarantee 7): PostgreSQL's snapshot isolation cannot answer "inserted: false"
 // for a row committed after the snapshot, so it refuses the second transaction instead. Still one row.
 describeOn('postgres')('one dedupe key published at once by two REPEATABLE READ transactions on PostgreSQL', () => {
   let app: TestApp;

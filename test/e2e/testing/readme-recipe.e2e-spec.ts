@@ -6,29 +6,26 @@ import { backends, uniqueName } from '../../fixtures/backends';
 import { postgresUrl } from '../../fixtures/env';
 
 /**
- * The README's Testing recipe, verbatim, against the README's quick start app: the marked files are
- * pasted as a CommonJS app would have them, the module block added to the generated app.module.ts
- * (compat/fresh-app/extract.mjs, the extractor CI's fresh-app check uses), and the recipe's own describe block runs here, once on SQLite exactly as pasted, and
- * once on PostgreSQL with the change the README gives for it. `nestjs-typeorm-outbox` resolves to lib/
- * (jest.config.js).
+ * The testing recipe of docs/testing.md, verbatim, against the app of docs/quick-start.md: the marked
+ * files of both pages are pasted as a CommonJS app would have them, the module block added to the
+ * generated app.module.ts (compat/fresh-app/extract.mjs, the extractor CI's fresh-app check uses), and
+ * the recipe's own describe block runs here, once on SQLite exactly as pasted, and once on PostgreSQL
+ * with the change the quick start gives for it. `nestjs-typeorm-outbox` resolves to lib/ (jest.config.js).
  */
 const root = join(__dirname, '../../..');
 
-function pasteReadmeApp(): string {
+function pasteDocsApp(): string {
   const dir = join(root, '.tmp', uniqueName('readme-app'));
   // What `nest new` generated: the quick start adds to its app.module.ts and keeps the rest.
   cpSync(join(root, 'test/fixtures/nest-new/src'), join(dir, 'src'), { recursive: true });
-  execFileSync(process.execPath, [
-    join(root, 'compat/fresh-app/extract.mjs'),
-    'files',
-    join(root, 'README.md'),
-    dir,
-    'cjs',
-  ]);
+  // The quick start's files, then the testing page's recipe, as a user pastes them.
+  for (const page of ['docs/quick-start.md', 'docs/testing.md']) {
+    execFileSync(process.execPath, [join(root, 'compat/fresh-app/extract.mjs'), 'files', join(root, page), dir, 'cjs']);
+  }
   return dir;
 }
 
-/** The README: "On PostgreSQL, replace `type`, `database` and `enableWAL` with `type: 'postgres', url: …`". */
+/** The quick start: "On PostgreSQL, replace `type`, `database` and `enableWAL` with `type: 'postgres', url: …`". */
 function switchToPostgres(dir: string): void {
   const file = join(dir, 'src/app.module.ts');
   const sqlite = /type: 'better-sqlite3',\s*database: 'app\.sqlite',\s*enableWAL: true,/;
@@ -106,7 +103,7 @@ if (backends().includes('postgres')) {
   const database = uniqueName('readme');
   const admin = () => new Client({ connectionString: postgresUrl() });
   variants.push({
-    title: 'PostgreSQL, with the README’s change for it',
+    title: 'PostgreSQL, with the quick start’s change for it',
     setUp: async (dir) => {
       switchToPostgres(dir);
       const client = admin();
@@ -127,8 +124,8 @@ if (backends().includes('postgres')) {
   });
 }
 
-describe.each(variants)('the README’s testing recipe on $title', (variant) => {
-  const dir = pasteReadmeApp();
+describe.each(variants)('the testing page’s recipe on $title', (variant) => {
+  const dir = pasteDocsApp();
   beforeAll(() => variant.setUp(dir));
   // Runs after the recipe's own afterAll has closed its module.
   afterAll(async () => {
