@@ -134,8 +134,8 @@ export interface OutboxModuleOptions extends Pick<OutboxModuleExtras, 'tableName
   /** Metrics of deliveries and of the table's state (see docs/observability.md). Default: none. */
   metrics?: OutboxMetricsOptions;
   /**
-   * OpenTelemetry tracing (see docs/observability.md): the publisher's trace context in each event's
-   * headers, a consumer span per delivery attempt, the context forwarded by transports. Default: on
+   * OpenTelemetry tracing (see docs/observability.md): the publisher's trace context kept with each event
+   * (its own column, apart from its headers), a consumer span per delivery attempt, the context forwarded by transports. Default: on
    * when `@opentelemetry/api` is installed (it records once the application registers a tracer
    * provider); `true` or an object requires the package; `false` turns it off.
    */
