@@ -11,6 +11,7 @@ import { claimAsAnotherWorker } from '../../fixtures/another-claim';
 import { backends, describeOn } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { RETRY_TOMORROW } from '../../fixtures/retry';
 
 /** Subscribes before the application boots, so it sees `worker.started` too. */
 @Injectable()
@@ -140,7 +141,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
   });
 
   it('a failed attempt: handler.failed, then retry.scheduled with the delay and an approximate due time', async () => {
-    await start({ retry: { maxAttempts: 3, initialDelayMs: 60_000 } });
+    await start({ retry: { maxAttempts: 3, ...RETRY_TOMORROW } });
     const { id } = await publish('flaky');
     const result = await app.worker.drain();
     expect(result.failed).toBe(1);
@@ -166,7 +167,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     });
     if (retry.type !== 'retry.scheduled') throw new Error('unreachable');
     expect(retry.delayMs).toBeGreaterThanOrEqual(0);
-    expect(retry.delayMs).toBeLessThanOrEqual(60_000);
+    expect(retry.delayMs).toBeLessThanOrEqual(RETRY_TOMORROW.initialDelayMs);
     // dueAt is computed just before `at`, from the same clock.
     expect(Math.abs(retry.dueAt.getTime() - (retry.at.getTime() + retry.delayMs))).toBeLessThan(1000);
     const [row] = await outboxRows(app);
@@ -342,7 +343,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
     // Where RxJS would send what escaped a subscriber (by default it rethrows from a timer, ending the process).
     rxjsConfig.onUnhandledError = (error) => unhandled.push(error);
     try {
-      await start({ retry: { maxAttempts: 3, initialDelayMs: 60_000 } });
+      await start({ retry: { maxAttempts: 3, ...RETRY_TOMORROW } });
       const events = app.module.get(OutboxEvents);
       let throwingCalls = 0;
       events.events$.subscribe(() => {

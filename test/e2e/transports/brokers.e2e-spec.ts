@@ -4,6 +4,7 @@ import { uniqueName } from '../../fixtures/backends';
 import { brokerApp, BROKERS, waitForPort, type BrokerName } from '../../fixtures/brokers';
 import { eventually } from '../../fixtures/eventually';
 import { outboxRows, type TestApp } from '../../fixtures/test-app';
+import { RETRY_TOMORROW } from '../../fixtures/retry';
 
 /** What an independent consumer on the broker saw: the outbox id, the payload, the metadata. */
 interface Received {
@@ -372,7 +373,7 @@ const redisUp = process.env.OUTBOX_TEST_REDIS !== 'down';
     app = await brokerApp(CASES.find((c) => c.broker === 'redis')!.client('unused'), (client) => ({
       transports: [new ClientProxyTransport('redis', client, { pattern: () => uniqueName('nobody') })],
       routes: [{ topic: '#', transport: 'redis' }],
-      retry: { initialDelayMs: 60_000, maxDelayMs: 60_000 },
+      retry: RETRY_TOMORROW,
     }));
     const { id } = await app.txHost.withTransaction(() => app.outbox.publish('order.placed', {}));
     expect(await app.worker.drain()).toMatchObject({ delivered: 0, failed: 1 });

@@ -12,6 +12,7 @@ import {
 } from '../../../lib';
 import { backends } from '../../fixtures/backends';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
+import { RETRY_TOMORROW } from '../../fixtures/retry';
 
 @Injectable()
 class Local {
@@ -168,7 +169,7 @@ describe('routes to transports, beside handlers', () => {
       transports: [batching],
       routes: [{ topic: 'bulk.*', transport: 'bulk' }],
       worker: { enabled: false, batchSize: 10, concurrency: 10 },
-      retry: { maxAttempts: 5, initialDelayMs: 60_000, maxDelayMs: 60_000 },
+      retry: { maxAttempts: 5, ...RETRY_TOMORROW },
     });
     await app.txHost.withTransaction(() =>
       app.outbox.publishMany(Array.from({ length: 6 }, (_, n) => ({ topic: 'bulk.item', payload: { n } }))),
