@@ -51,6 +51,7 @@ export const {
                   events,
                   options.wakeUp,
                   options.errorText,
+                  options.ordering,
                 ),
             }
           : {
@@ -63,6 +64,7 @@ export const {
                   events,
                   options.wakeUp,
                   options.errorText,
+                  options.ordering,
                 ),
             };
       return {

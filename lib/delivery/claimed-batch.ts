@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { type ClaimedEvent, previousAttemptExpired } from '../interfaces/claimed-event.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
-import type { ClaimResult, OutboxStore } from '../store/outbox.store';
+import type { ClaimResult } from '../store/claim-result';
+import type { OutboxStore } from '../store/outbox.store';
 import { leaseMarginMs } from '../utils/lease-margin';
 import { AckBuffer } from './ack-buffer';
 import type { ClaimScope, DeliveryLedger } from './delivery-ledger';

@@ -11,7 +11,8 @@ import { AsyncResource } from 'node:async_hooks';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
-import type { ClaimResult, OutboxStore } from '../store/outbox.store';
+import type { ClaimResult } from '../store/claim-result';
+import type { OutboxStore } from '../store/outbox.store';
 import { type BatchContext, ClaimedBatch } from './claimed-batch';
 import { DeliveryLedger } from './delivery-ledger';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
@@ -101,7 +102,7 @@ export class OutboxWorker implements OnApplicationBootstrap, BeforeApplicationSh
       (error) => this.logger.warn(`Outbox wake-up channel: ${this.errorText.describe(error)}`),
     );
     if (this.events.observed) this.events.emit({ type: 'worker.started' });
-    sweepKeyFronts(this.store, this.options.ordering, this.logger, this.errorText);
+    sweepKeyFronts(this.store, this.logger, this.errorText);
     this.poll();
   }
 

@@ -4,7 +4,8 @@ import type { FailureUpdate } from '../dialects/shared/outbox-dialect.interface'
 import type { OutboxDeadLetterReason, OutboxLeaseLostEvent, OutboxReleaseReason } from '../events/lifecycle-event';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
-import type { ClaimResult, OutboxStore } from '../store/outbox.store';
+import type { ClaimResult } from '../store/claim-result';
+import type { OutboxStore } from '../store/outbox.store';
 import { aboutEvents } from '../utils/log-record';
 import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
 import type { OutboxDrainResult } from './drain-result';

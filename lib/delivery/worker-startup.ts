@@ -1,7 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { OutboxStore } from '../store/outbox.store';
 
@@ -15,20 +14,13 @@ import type { OutboxStore } from '../store/outbox.store';
  * between the two; a dead head whose topic now skips dead heads). Logged; a failure too, and the next
  * start tries again.
  */
-export function sweepKeyFronts(
-  store: OutboxStore,
-  ordering: ResolvedKeyOrder,
-  logger: Logger,
-  errorText: OutboxErrorText,
-): void {
-  store
-    .sweepFronts((topic) => ordering.skipsDeadHead(topic))
-    .then(
-      (moved) => {
-        if (moved > 0) logger.log(`Outbox: ${moved} ordered key(s) whose first event had finished went on`);
-      },
-      (error) => logger.error(`Outbox sweep of the ordered keys failed: ${errorText.describe(error)}`),
-    );
+export function sweepKeyFronts(store: OutboxStore, logger: Logger, errorText: OutboxErrorText): void {
+  store.sweepFronts().then(
+    (moved) => {
+      if (moved > 0) logger.log(`Outbox: ${moved} ordered key(s) whose first event had finished went on`);
+    },
+    (error) => logger.error(`Outbox sweep of the ordered keys failed: ${errorText.describe(error)}`),
+  );
 }
 
 /**

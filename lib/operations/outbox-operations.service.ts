@@ -38,8 +38,6 @@ import {
 import { OperationsStatements } from './operations-statements';
 import { StatsReader } from './stats-reader';
 import { OutboxEvents } from '../events/outbox-events';
-import { blockedKeysStatement } from '../dialects/shared/key-order-statements';
-import { requeueInKeys, unblockKeys } from '../store/key-order-writes';
 import { failureText, onlyState, SelectionRunner, type StateChange } from './selection-runner';
 
 /** The most ids a log line names. */
@@ -130,7 +128,7 @@ export class OutboxOperations {
       name: 'redrive',
       from: 'dead',
       change: (ids) => this.sql.redrive(ids, reset, maxAttempts),
-      reorder: (run, events) => requeueInKeys(run, this.store.dialect, this.store.table, events),
+      reorder: (run, events) => this.store.keys.requeue(run, events),
     });
   }
 
@@ -142,7 +140,7 @@ export class OutboxOperations {
       name: 'discard',
       from: 'dead',
       change: (ids) => this.sql.discard(ids),
-      reorder: (run, events) => unblockKeys(run, this.store.dialect.flavor, this.store.table, events),
+      reorder: (run, events) => this.store.keys.unblock(run, events),
     });
   }
 
@@ -244,9 +242,7 @@ export class OutboxOperations {
    */
   async blockedKeys(options?: OutboxBlockedKeysOptions): Promise<OutboxBlockedKey[]> {
     const limit = validateBlockedKeysOptions(options);
-    const { rows } = await this.store.executor.run(
-      blockedKeysStatement(this.store.dialect.flavor, this.store.table, limit),
-    );
+    const { rows } = await this.store.executor.run(this.store.keys.statements.blockedKeys(limit));
     return rows.map((row) => ({
       key: String(row.key),
       headId: String(row.id),

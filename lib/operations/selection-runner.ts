@@ -6,7 +6,7 @@ import type {
   OutboxSkippedEvent,
 } from '../interfaces/outbox-operations.interface';
 import type { OutboxStore } from '../store/outbox.store';
-import type { KeyedEvent, RunStatement } from '../store/key-order-writes';
+import type { KeyedEvent, RunStatement } from '../ordering/ordered-keys';
 import { topicMatches } from '../utils/topic';
 import { errorFingerprint, errorSignature } from './error-fingerprint';
 import type { EventQuery, SelectionQuery } from './operations-input';

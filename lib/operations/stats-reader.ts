@@ -3,7 +3,6 @@ import type { Statement } from '../dialects/shared/outbox-dialect.interface';
 import type { OutboxEventState, OutboxStats, OutboxTopicStats } from '../interfaces/outbox-operations.interface';
 import type { OutboxStore } from '../store/outbox.store';
 import type { OperationsStatements } from './operations-statements';
-import { blockedKeysStatement } from '../dialects/shared/key-order-statements';
 
 /** Tables the database estimates under this many rows have their delivered rows counted exactly (a few ms). */
 const EXACT_COUNT_BELOW = 100_000;
@@ -23,7 +22,7 @@ export class StatsReader {
       run(this.sql.recentDeliveries()),
       run(this.sql.clock()),
       estimate ? run(estimate) : Promise.resolve([]),
-      run(blockedKeysStatement(this.store.dialect.flavor, this.store.table, 'count')),
+      run(this.store.keys.statements.blockedKeys('count')),
     ]);
     const estimatedRows = estimated.length > 0 && estimated[0].n != null ? Number(estimated[0].n) : undefined;
     const exact = exactAsked || estimatedRows === undefined || estimatedRows < EXACT_COUNT_BELOW;

@@ -67,7 +67,7 @@ export class OutboxService {
     });
     const manager = transactionalManager(options.manager, this.options, this.store.dataSource);
     if (events.length === 0) return [];
-    return this.store.insert(manager, events, this.options.ordering);
+    return this.store.insert(manager, events);
   }
 
   /** How many events are pending, in flight, delivered and dead-lettered. */

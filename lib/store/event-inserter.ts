@@ -10,13 +10,12 @@ import type { OutboxTable } from '../dialects/shared/outbox-table';
 import { OutboxDedupeConflictError } from '../errors/outbox.errors';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { PublishResult } from '../interfaces/outbox-message.interface';
-import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
+import { sortKeys, type OrderedKeys } from '../ordering/ordered-keys';
 import { uuidv7 } from '../utils/uuidv7';
 import { transactionDepth, type CommitWatcher } from './commit-watcher';
 import { keyNotStored, sameContent, sameStored } from './dedupe-keys';
 import { insertStatements } from './insert-chunks';
-import { moveFronts, placeInKeys, sortKeys } from './key-order-writes';
 import { queryOn } from './sql-executor';
 
 /** Publishing: the events' rows written in the caller's transaction, dedupe keys and key order included. */
@@ -24,6 +23,7 @@ export class EventInserter {
   constructor(
     private readonly dialect: OutboxDialect,
     private readonly table: OutboxTable,
+    private readonly keys: OrderedKeys,
     private readonly commits: CommitWatcher,
     private readonly events: OutboxEvents,
   ) {}
@@ -36,7 +36,7 @@ export class EventInserter {
    * Inserts events in the caller's transaction. Dedupe keys are checked before anything is written,
    * so a conflict leaves the table as it was.
    */
-  async insert(manager: EntityManager, events: ValidatedEvent[], order?: ResolvedKeyOrder): Promise<PublishResult[]> {
+  async insert(manager: EntityManager, events: ValidatedEvent[]): Promise<PublishResult[]> {
     // Within one call, a repeated dedupe key stands for its first occurrence.
     const firstIndex = new Map<string, number>();
     events.forEach((event, index) => {
@@ -62,8 +62,8 @@ export class EventInserter {
     const runner = manager.queryRunner!;
     const run = (statement: Statement) => this.runIn(manager, statement);
     const published = this.commits.published(runner);
-    const ordered = order?.enabled ? fresh.filter((row) => order.orders(row.event.topic, row.event.key)) : [];
-    if (ordered.length > 0) await placeInKeys(run, this.dialect, this.table, ordered);
+    const ordered = this.keys.enabled ? fresh.filter((row) => this.keys.orders(row.event.topic, row.event.key)) : [];
+    if (ordered.length > 0) await this.keys.place(run, ordered);
     for (const statement of insertStatements(fresh, this.dialect, this.table)) await run(statement);
 
     // A concurrent transaction may have committed the same dedupe key between the check and the
@@ -96,12 +96,9 @@ export class EventInserter {
     // front, the front moves on to the key's next event.
     const lost = ordered.filter((row) => results[row.index].id !== row.id);
     if (lost.length > 0) {
-      const keys = sortKeys(lost.map((row) => row.event.key!));
-      await moveFronts(
+      await this.keys.moveFronts(
         run,
-        this.dialect.flavor,
-        this.table,
-        keys,
+        sortKeys(lost.map((row) => row.event.key!)),
         lost.map((row) => row.id),
       );
     }

@@ -3,11 +3,8 @@ import { failStatement, releaseStatement } from '../dialects/shared/outcome-stat
 import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
-import { decodeClaimed, decodeRun } from '../dialects/shared/dialect.util';
-import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
 import { dialectForType } from '../dialects/dialect-for-type';
 import type {
-  ClaimArgs,
   FailureUpdate,
   OutboxDialect,
   RetentionBatch,
@@ -26,30 +23,11 @@ import { CommitWatcher } from './commit-watcher';
 import { createSqlExecutor } from './sql-executor';
 import { verifyOutboxTable } from './table-check';
 import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
-import { finishInOrder, lockKeys, moveFronts, purgeIdleKeys, sortKeys } from './key-order-writes';
-import { sweepFinishedFronts, takeFollowers } from './key-order-writes';
+import { KeyOrder } from '../ordering/key-order';
+import { OrderedKeys } from '../ordering/ordered-keys';
 import { EventInserter } from './event-inserter';
-
-export interface ClaimResult {
-  token: string;
-  /** Claimed events to deliver now. */
-  events: ClaimedEvent[];
-  /** Events whose final attempt's lease had expired: dead-lettered by the claim. */
-  deadLettered: ClaimedEvent[];
-  /**
-   * Claimed rows that cannot be decoded (say, JSON cut short by MySQL's non-strict `sql_mode`), with
-   * the reason. `deadLettered`: the claim already dead-lettered it, its attempts spent; else it is
-   * leased to this claim like the events.
-   */
-  undecodable: Array<{ id: string; topic: string; attempts: number; error: string; deadLettered: boolean }>;
-  /**
-   * Per-key order's runs: by the id of a claimed event of an ordered key, the events of its key leased
-   * with it, to be delivered after it, one after another, in order.
-   */
-  runs: Map<string, ClaimedEvent[]>;
-  /** From the claim's first statement to its last (its runs' included), in ms. */
-  durationMs: number;
-}
+import { decodeRun } from '../dialects/shared/dialect.util';
+import { decodedClaim, type ClaimRequest, type ClaimResult } from './claim-result';
 
 /**
  * The outbox table's operations, bound to one DataSource and table. Publishing runs on the caller's
@@ -67,6 +45,8 @@ export class OutboxStore implements OnModuleInit {
 
   /** Where the table lives: TypeORM's `entityPrefix` and PostgreSQL `schema` of the DataSource apply. */
   readonly table: OutboxTable;
+  /** Per-key order on this table: the `ordering` option, the keys' table and its writes. */
+  readonly keys: OrderedKeys;
 
   constructor(
     readonly dataSource: DataSource,
@@ -75,6 +55,8 @@ export class OutboxStore implements OnModuleInit {
     /** The `wakeUp` option: undefined for the database's own channel, where it has one. */
     wakeUp: OutboxWakeUpChannel | false | undefined,
     private readonly errorText: OutboxErrorText,
+    /** The `ordering` option: none by default. */
+    ordering: ResolvedKeyOrder = new KeyOrder([]),
   ) {
     this.table = outboxTableOn(dataSource, tableName);
     this.dialect = dialectForType(String(dataSource.options.type));
@@ -85,7 +67,8 @@ export class OutboxStore implements OnModuleInit {
     this.wakeUp?.start(this.wakeUpReports);
     this.executor = createSqlExecutor(dataSource, this.dialect, this.dialect.connectionGate?.(dataSource));
     this.commits = new CommitWatcher(this.table.path, events, this.wakeUp);
-    this.inserter = new EventInserter(this.dialect, this.table, this.commits, events);
+    this.keys = new OrderedKeys(this.dialect, this.table, this.executor, ordering);
+    this.inserter = new EventInserter(this.dialect, this.table, this.keys, this.commits, events);
     dataSource.subscribers.push(this.commits.subscriber());
   }
 
@@ -145,41 +128,20 @@ export class OutboxStore implements OnModuleInit {
    * Inserts events in the caller's transaction. Dedupe keys are checked before anything is written,
    * so a conflict leaves the table as it was.
    */
-  insert(manager: EntityManager, events: ValidatedEvent[], order?: ResolvedKeyOrder): Promise<PublishResult[]> {
-    return this.inserter.insert(manager, events, order);
+  insert(manager: EntityManager, events: ValidatedEvent[]): Promise<PublishResult[]> {
+    return this.inserter.insert(manager, events);
   }
 
-  async claim(args: Omit<ClaimArgs, 'token'>): Promise<ClaimResult> {
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const { lanes, ...args } = request;
     const token = randomUUID();
     const started = performance.now();
     const rows = await this.dialect.claim(this.executor, this.table, { ...args, token });
-    const claim: ClaimResult = { token, events: [], deadLettered: [], undecodable: [], runs: new Map(), durationMs: 0 };
     // The claim has committed: one row that cannot be read must not take its batch-mates down with it.
-    for (const row of rows) {
-      let event: ClaimedEvent;
-      try {
-        event = decodeClaimed(row);
-      } catch (error) {
-        claim.undecodable.push({
-          id: String(row.id),
-          topic: String(row.topic),
-          attempts: Number(row.attempts),
-          error: this.errorText.describe(error),
-          deadLettered: row.status === 'dead',
-        });
-        continue;
-      }
-      if (event.status === 'pending') claim.events.push(event);
-      else if (event.status === 'dead') claim.deadLettered.push(event);
-    }
-    claim.events.sort(byDueTime);
+    const claim = decodedClaim(token, rows, this.errorText);
     const fronts = claim.events.filter((e) => e.seq !== null).map((e) => ({ id: e.id, key: e.key!, seq: e.seq! }));
-    const budget = args.batchSize - rows.length;
-    if (fronts.length > 0 && budget > 0 && fronts.length < (args.lanes ?? Infinity)) {
-      const f = this.dialect.flavor;
-      const runs = await takeFollowers(this.executor, f, this.table, { ...args, token }, fronts, budget);
-      for (const [front, followers] of runs) claim.runs.set(front, decodeRun(followers));
-    }
+    const runs = await this.keys.takeRuns({ ...args, token }, fronts, args.batchSize - rows.length, lanes);
+    for (const [front, followers] of runs) claim.runs.set(front, decodeRun(followers));
     claim.durationMs = performance.now() - started;
     return claim;
   }
@@ -214,34 +176,28 @@ export class OutboxStore implements OnModuleInit {
 
   /** Moves the fronts of ordered `keys` that are among `finished` and no longer pending or waiting. */
   async moveFronts(keys: string[], finished: string[]): Promise<void> {
-    const sorted = sortKeys(keys);
-    const promoted = await this.executor.transaction(async (run) => {
-      await lockKeys(run, this.dialect.flavor, this.table, sorted);
-      return moveFronts(run, this.dialect.flavor, this.table, sorted, finished);
-    });
-    if (promoted > 0) this.eventsMadeDue();
+    if ((await this.keys.moveOn(keys, finished)) > 0) this.eventsMadeDue();
   }
 
   /**
    * Moves on the ordered keys whose front finished without them (a crash between the two, a dead head
    * whose topic now skips dead heads); returns how many.
    */
-  async sweepFronts(skips: (topic: string) => boolean): Promise<number> {
-    const moved = await sweepFinishedFronts(this.executor, this.dialect.flavor, this.table, skips);
+  async sweepFronts(): Promise<number> {
+    const moved = await this.keys.sweep();
     if (moved > 0) this.eventsMadeDue();
     return moved;
   }
 
   /** Deletes up to `batchSize` rows of ordered keys with nothing unfinished; returns how many. */
-  async purgeIdleKeys(batchSize: number): Promise<number> {
-    return purgeIdleKeys(this.executor, this.dialect.flavor, this.table, batchSize);
+  purgeIdleKeys(batchSize: number): Promise<number> {
+    return this.keys.purgeIdle(batchSize);
   }
 
-  /** Runs an outcome; with `keys`, in one transaction with the move of their fronts (see `finishInOrder`). */
+  /** Runs an outcome; with `keys`, in one transaction with the move of their fronts (see `OrderedKeys.finish`). */
   private async finish(outcome: Statement, ids: string[], keys: string[], heldNext = 0): Promise<number> {
     if (keys.length === 0) return (await this.executor.run(outcome)).affected;
-    const f = this.dialect.flavor;
-    const { affected, promoted } = await finishInOrder(this.executor, f, this.table, sortKeys(keys), outcome, ids);
+    const { affected, promoted } = await this.keys.finish(keys, outcome, ids);
     if (promoted > heldNext) this.eventsMadeDue();
     return affected;
   }
@@ -263,7 +219,18 @@ export class OutboxStore implements OnModuleInit {
 
   /** Deletes one retention batch (see `RetentionStatements.purge`); returns how many rows it deleted. */
   purge(args: RetentionBatch): Promise<number> {
-    return this.dialect.purge(this.executor, this.table, args);
+    return this.dialect.purge(this.executor, this.table, this.keeping(args));
+  }
+
+  /** The selection of one retention batch, as `purge` makes it (for EXPLAIN in tests and operations). */
+  purgeSelection(args: RetentionBatch): Statement {
+    return this.dialect.purgeSelection(this.table, this.keeping(args));
+  }
+
+  /** A retention batch that keeps the dead heads blocking their key, whatever their age. */
+  private keeping(args: RetentionBatch): RetentionBatch {
+    const keep = this.keys.statements.keptHeads(args.status);
+    return keep ? { ...args, keep } : args;
   }
 
   async counts(): Promise<OutboxCounts> {
@@ -281,8 +248,4 @@ export class OutboxStore implements OnModuleInit {
     counts.pending = counts.due + counts.scheduled;
     return counts;
   }
-}
-
-function byDueTime(a: ClaimedEvent, b: ClaimedEvent): number {
-  return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }

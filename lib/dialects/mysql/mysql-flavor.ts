@@ -1,7 +1,7 @@
 import type { SqlFlavor } from '../shared/outbox-dialect.interface';
 import { ATTEMPT_LOG_SIZE } from '../shared/attempt-log';
-import { indexNames } from '../shared/dialect.util';
 import { COLUMNS, NOW, q, qt, utcDatetime, utcText } from './mysql-sql';
+import { mysqlKeyOrder } from './mysql-key-order';
 
 export const mysqlFlavor: SqlFlavor = {
   ident: q,
@@ -49,20 +49,5 @@ export const mysqlFlavor: SqlFlavor = {
     ['created_at', NOW],
   ],
   onDedupeConflict: ' ON DUPLICATE KEY UPDATE `id` = `id`',
-  // VALUES() rather than MySQL 8's row alias, which MariaDB does not know; front_id first, as assigned in order.
-  keyOrder: {
-    lockThenDelete: true,
-    // MariaDB's planner, its statistics refreshed mid-drain, read a key's next event by scanning every
-    // event: a front's move went from 0.2 ms to seconds (bench, 1,000 keys).
-    byKey: (table, alias) => `${qt(table)} AS ${alias} FORCE INDEX (${q(indexNames(table.name).order)})`,
-    upsert:
-      ' ON DUPLICATE KEY UPDATE `front_id` = COALESCE(`front_id`, VALUES(`front_id`)), ' +
-      '`last_seq` = `last_seq` + VALUES(`last_seq`)',
-    // The key's new last number and whether it had no front, as the statement's insert id (a new row sets
-    // none): no read-back after it, a fifth of an ordered publish's time (bench/raw, MariaDB). `last_seq`
-    // is assigned first, so it reads the old front in either of MariaDB's orders of assignment.
-    reportOne:
-      ' ON DUPLICATE KEY UPDATE `last_seq` = LAST_INSERT_ID((`last_seq` + VALUES(`last_seq`)) * 2 + (`front_id` IS NULL)) DIV 2, ' +
-      '`front_id` = COALESCE(`front_id`, VALUES(`front_id`))',
-  },
+  keyOrder: mysqlKeyOrder,
 };

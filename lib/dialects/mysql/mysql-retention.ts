@@ -1,8 +1,6 @@
 import type { RetentionBatch, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
-import { finishedStatus, indexNames } from '../shared/dialect.util';
+import { finishedStatus, indexNames, kept } from '../shared/dialect.util';
 import type { OutboxTable } from '../shared/outbox-table';
-import { keptHeads } from '../shared/key-order-statements';
-import { mysqlFlavor } from './mysql-flavor';
 import { NOW, q, qt } from './mysql-sql';
 
 /**
@@ -33,7 +31,7 @@ export function purgeSelection(table: OutboxTable, a: RetentionBatch): Statement
     sql:
       `SELECT r.\`id\` FROM ${qt(table)} AS r FORCE INDEX (${q(indexNames(table.name).retention)}) ` +
       `WHERE r.\`status\` = '${finishedStatus(a.status)}' AND r.\`processed_at\` < DATE_SUB(${NOW}, INTERVAL ? MICROSECOND)` +
-      `${keptHeads(mysqlFlavor, table, a)} ORDER BY r.\`processed_at\` LIMIT ? FOR UPDATE SKIP LOCKED`,
+      `${kept(a)} ORDER BY r.\`processed_at\` LIMIT ? FOR UPDATE SKIP LOCKED`,
     params: [a.olderThanMs * 1000, a.batchSize],
   };
 }

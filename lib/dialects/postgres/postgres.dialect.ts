@@ -15,6 +15,7 @@ import {
   decodeRow,
   driverErrorCode,
   finishedStatus,
+  kept,
   quoteIdent,
   quoteTable,
   requireVersion,
@@ -24,7 +25,6 @@ import type { OutboxTable } from '../shared/outbox-table';
 import { claimAssignments } from '../shared/claim-rules';
 import { renewStatement } from '../shared/outcome-statements';
 import { StatementBuilder } from '../shared/statement-builder';
-import { keptHeads } from '../shared/key-order-statements';
 
 /** Finished rows of `status` older than $1 ms by the database clock. */
 const finished = (status: string, o = '') =>
@@ -111,7 +111,7 @@ export class PostgresDialect implements OutboxDialect {
   purgeSelection(table: OutboxTable, a: RetentionBatch): Statement {
     return {
       sql:
-        `SELECT "id" FROM ${quoteTable(table)} AS r WHERE ${finished(a.status, 'r.')}${keptHeads(this.flavor, table, a)} ` +
+        `SELECT "id" FROM ${quoteTable(table)} AS r WHERE ${finished(a.status, 'r.')}${kept(a)} ` +
         'ORDER BY r."processed_at" LIMIT $2 FOR UPDATE OF r SKIP LOCKED',
       params: [a.olderThanMs, a.batchSize],
     };

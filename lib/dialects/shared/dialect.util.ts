@@ -1,5 +1,5 @@
 import type { ClaimedEvent } from '../../interfaces/claimed-event.interface';
-import type { SchemaStatements, StoredEvent } from './outbox-dialect.interface';
+import type { RetentionBatch, SchemaStatements, StoredEvent } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 
 import { OutboxUnsupportedDatabaseError } from '../../errors/outbox.errors';
@@ -154,4 +154,9 @@ export function finishedStatus(status: string): 'delivered' | 'dead' {
   if (status !== 'delivered' && status !== 'dead')
     throw new Error(`retention deletes delivered or dead rows, not "${status}"`);
   return status;
+}
+
+/** After retention's selection of rows (as `r`): not those the batch keeps whatever their age (`keep`). */
+export function kept(a: RetentionBatch): string {
+  return a.keep ? ` AND NOT ${a.keep}` : '';
 }

@@ -3,6 +3,7 @@ import type { OutboxWakeUpChannel, OutboxWakeUpSide } from '../../interfaces/out
 import type { OutboxEventRecord } from '../../interfaces/outbox-event-record.interface';
 import type { OutboxTable } from './outbox-table';
 import type { AttemptLogSql } from './attempt-log';
+import type { KeyOrderSql } from './key-order-sql';
 
 export type { OutboxStatus } from '../../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
@@ -167,8 +168,6 @@ export interface ClaimArgs {
   maxAttempts: number;
   /** Tokens of the worker's claims still running: their rows are not taken back, even past their lease. */
   heldTokens?: readonly string[];
-  /** The worker's lanes: runs (per-key order) only behind fewer fronts than this (any number when undefined). */
-  lanes?: number;
 }
 
 export interface RenewalArgs {
@@ -181,6 +180,8 @@ export interface RetentionBatch {
   status: 'delivered' | 'dead';
   olderThanMs: number;
   batchSize: number;
+  /** A condition on the row (as `r`) that keeps it whatever its age: per-key order's dead heads that block their key. */
+  keep?: string;
 }
 
 /** Binds a value as the next parameter of a statement being built; returns its placeholder. */
@@ -240,25 +241,8 @@ export interface SqlFlavor {
   readonly insertDefaults: ReadonlyArray<readonly [column: string, value: string]>;
   /** After an insert's values when a row has a dedupe key: a repeated key leaves the first row as it was. */
   readonly onDedupeConflict: string;
-  /** How the keys' table of per-key order is written (see key-order-statements.ts). */
+  /** How the statements of per-key order differ (see lib/ordering/key-order-statements.ts). */
   readonly keyOrder: KeyOrderSql;
-}
-
-export interface KeyOrderSql {
-  /** The keys' table as the upsert inserts into it (PostgreSQL names it `k`, for the upsert's SET). */
-  readonly into?: (table: string) => string;
-  /** After the keys' values: a key adds the count to `last_seq`, keeps its `front_id` or takes the new one. */
-  readonly upsert: string;
-  /** The keys in the byte order of their UTF-8, where the column's collation may order them otherwise. */
-  readonly byteOrder?: string;
-  /** Where a DELETE cannot select from its own table (MySQL): idle keys are locked, then deleted by key. */
-  readonly lockThenDelete?: boolean;
-  /** Where the upsert cannot return rows: the upsert of one key, reporting as its insert id last_seq × 2 (+ 1 if no front). */
-  readonly reportOne?: string;
-  /** The upsert made to return the keys' rows (key, last_seq, front_id); absent where it cannot. */
-  readonly returning?: (upsert: string) => string;
-  /** The events (as `alias`) read by key through the key-order index, where a planner may scan them all (MySQL). */
-  readonly byKey?: (table: OutboxTable, alias: string) => string;
 }
 
 /** Operations: statements built from filters, by one builder, through the database's flavor of SQL. */
@@ -269,7 +253,7 @@ export interface OperationsStatements {
 /**
  * Everything that differs between databases: SQL text, placeholders, time arithmetic, decoding.
  * The store and the worker use only this, so they never branch on the database type. One interface
- * per feature; a feature to come (ordering, an inbox) adds its own beside these.
+ * per feature; a feature adds its own beside these (per-key order's `KeyOrderSql`, in the flavor).
  */
 export interface OutboxDialect
   extends DialectTraits, PublishStatements, DeliveryStatements, RetentionStatements, OperationsStatements {

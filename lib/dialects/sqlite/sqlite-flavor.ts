@@ -50,8 +50,8 @@ export const sqliteFlavor: SqlFlavor = {
     upsert:
       ' ON CONFLICT ("key") DO UPDATE SET "last_seq" = "last_seq" + excluded."last_seq", ' +
       '"front_id" = COALESCE("front_id", excluded."front_id")',
-    // Not "INSERT …" first: TypeORM's sqlite3 runner runs a statement that starts so through run(), which
-    // drops the RETURNING rows.
-    returning: (upsert) => `WITH unused AS (SELECT 1) ${upsert} RETURNING "key", "last_seq", "front_id"`,
+    // Not "INSERT …" or "UPDATE …" first: TypeORM's sqlite3 runner runs a statement that starts so through
+    // run(), which drops the RETURNING rows.
+    returning: (write, columns) => `WITH unused AS (SELECT 1) ${write} RETURNING ${columns}`,
   },
 };

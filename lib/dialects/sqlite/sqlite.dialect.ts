@@ -19,12 +19,11 @@ import {
   quoteIdent,
   quoteTable,
 } from '../shared/dialect.util';
-import { requireVersion } from '../shared/dialect.util';
+import { kept, requireVersion } from '../shared/dialect.util';
 import type { OutboxTable } from '../shared/outbox-table';
 import { claimAssignments } from '../shared/claim-rules';
 import { renewStatement } from '../shared/outcome-statements';
 import { StatementBuilder } from '../shared/statement-builder';
-import { keptHeads } from '../shared/key-order-statements';
 
 /** The claim's selection of up to `limit` due rows by the clock `now`, in due order. */
 const picking = (table: OutboxTable, limit: string, now: string) =>
@@ -119,7 +118,7 @@ export class SqliteDialect implements OutboxDialect {
     const b = new StatementBuilder(this.flavor.placeholder);
     return b.statement(
       `SELECT r.rowid FROM ${quoteTable(table)} AS r WHERE r."status" = '${finishedStatus(a.status)}' ` +
-        `AND r."processed_at" < ${this.flavor.ago(b.bind, a.olderThanMs)}${keptHeads(this.flavor, table, a)} ` +
+        `AND r."processed_at" < ${this.flavor.ago(b.bind, a.olderThanMs)}${kept(a)} ` +
         `ORDER BY r."processed_at" LIMIT ${b.bind(a.batchSize)}`,
     );
   }

@@ -263,7 +263,7 @@ describe.each(backends())('retention on %s', (backend) => {
     const store = app.store;
     const index = `${app.table}_retention_idx`;
     for (const status of ['delivered', 'dead'] as const) {
-      const { sql, params } = store.dialect.purgeSelection(store.table, {
+      const { sql, params } = store.purgeSelection({
         status,
         olderThanMs: HOUR_MS,
         batchSize: 1000,

@@ -1,10 +1,5 @@
 import { OutboxOperations } from '../../../lib';
-import {
-  followersStatement,
-  frontsOfStatement,
-  lockKeysStatement,
-  moveFrontsStatement,
-} from '../../../lib/dialects/shared/key-order-statements';
+import { KeyOrderStatements } from '../../../lib/ordering/key-order-statements';
 import { describeEachServer } from '../../fixtures/backends';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
@@ -97,12 +92,11 @@ describeEachServer('the claim query plan with blocked keys on %s', (backend) => 
     await fill(app);
     const { dialect, table } = app.store;
     const claim = dialect.claimSelection(table, 50);
-    const followers = followersStatement(dialect.flavor, table, 'k77', 1, 50);
+    const keyOrder = new KeyOrderStatements(dialect.flavor, table);
+    const followers = keyOrder.followers('k77', 1, 50);
     const claimPlan = await explain(app, claim.sql, claim.params);
     const followersPlan = await explain(app, followers.sql, followers.params);
-    const move = moveFrontsStatement(
-      dialect.flavor,
-      table,
+    const move = keyOrder.moveFronts(
       ['k77', 'k78'],
       ['0000004d-0000-4000-8000-000000000001', '0000004e-0000-4000-8000-000000000001'],
     );
@@ -127,10 +121,7 @@ describeEachServer('the claim query plan with blocked keys on %s', (backend) => 
       expect(movePlan.rows.find((r) => r.table === 'e')).toMatchObject({ key: orderIndex });
       // An acknowledgement locks its keys' rows and reads their new fronts by primary key, never through
       // the whole keys' table (a scan waits for every row other transactions hold).
-      for (const statement of [
-        lockKeysStatement(dialect.flavor, table, ['k77', 'k78'])!,
-        frontsOfStatement(dialect.flavor, table, ['k77', 'k78']),
-      ]) {
+      for (const statement of [keyOrder.lockKeys(['k77', 'k78'])!, keyOrder.frontsOf(['k77', 'k78'])]) {
         const plan = await explain(app, statement.sql, statement.params);
         expect(plan.rows.map((r) => [r.type, r.key])).toEqual([['range', 'PRIMARY']]);
       }

@@ -7,7 +7,7 @@ import {
   type OutboxLifecycleEvent,
   type OutboxMessage,
 } from '../../../lib';
-import type { ClaimResult } from '../../../lib/store/outbox.store';
+import type { ClaimResult } from '../../../lib/store/claim-result';
 import { backends, isSqlite, type BackendName } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
