@@ -23,8 +23,6 @@ export class AckBuffer {
   constructor(
     private readonly recorder: OutcomeRecorder,
     private readonly scope: ClaimScope,
-    /** Each event of a run (per-key order) to the one after it, which the lane starts only once it is written. */
-    private readonly nextInRun: ReadonlyMap<string, string> = new Map(),
   ) {
     this.timer = setInterval(() => void this.flush(), ACK_FLUSH_MS);
     // A pending acknowledgement never keeps the process alive on its own.
@@ -41,10 +39,8 @@ export class AckBuffer {
     const events = this.events;
     if (events.length > 0) {
       this.events = [];
-      // The key of an event whose successor in its run is still to start moves onto an event this claim holds.
-      const heldNext = events.filter((e) => this.nextInRun.has(e.id)).length;
       this.writing = this.writing.then(async () => {
-        const written = await this.recorder.acknowledge(events, this.scope, heldNext);
+        const written = await this.recorder.acknowledge(events, this.scope);
         if (written.length < events.length) {
           for (const e of events) if (!written.includes(e)) this.unwritten.add(e.id);
         }

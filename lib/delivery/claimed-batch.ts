@@ -118,7 +118,7 @@ export class ClaimedBatch {
   private async inLanes(events: ClaimedEvent[], alone = false): Promise<void> {
     if (events.length === 0) return;
     const { ledger, recorder, lanes } = this.ctx;
-    const acks = new AckBuffer(recorder, this.scope, this.nextInRun(events));
+    const acks = new AckBuffer(recorder, this.scope);
     const untrack = ledger.trackAcks(acks);
     const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
     let outcomes: Array<{ error: unknown } | undefined> = [];
@@ -169,16 +169,6 @@ export class ClaimedBatch {
     } finally {
       this.ctx.lanes.give(alone);
     }
-  }
-
-  /** For the runs of `fronts`: each event to the one after it. */
-  private nextInRun(fronts: ClaimedEvent[]): Map<string, string> {
-    const next = new Map<string, string>();
-    for (const front of fronts) {
-      const run = this.claim.runs.get(front.id) ?? [];
-      run.forEach((event, i) => next.set(i === 0 ? front.id : run[i - 1].id, event.id));
-    }
-    return next;
   }
 
   /** A run stopped before `rest` (an event ahead of them did not succeed): they go back unstarted, uncounted. */

@@ -140,13 +140,13 @@ export class OutcomeRecorder {
     return false;
   }
 
-  /** A batch's successes in one statement, their keys' fronts moved with it (`heldNext`: see `OutboxStore.acknowledge`). */
-  async acknowledge(events: ClaimedEvent[], scope: ClaimScope, heldNext = 0): Promise<ClaimedEvent[]> {
+  /** A batch's successes in one statement, their keys' fronts moved with it. */
+  async acknowledge(events: ClaimedEvent[], scope: ClaimScope): Promise<ClaimedEvent[]> {
     const ids = events.map((e) => e.id);
     let written = events;
     try {
       const keys = events.filter((e) => e.seq !== null).map((e) => e.key!);
-      const acknowledged = await this.store.acknowledge(ids, scope.token, keys, heldNext);
+      const acknowledged = await this.store.acknowledge(ids, scope.token, keys);
       scope.total.delivered += acknowledged;
       // Some refused (another claim took them): the others are delivered all the same, and said so.
       if (acknowledged < ids.length) written = acknowledged === 0 ? [] : await this.store.deliveredAt(events);

@@ -41,7 +41,7 @@ export class KeyOrderStatements {
     const upsert =
       `INSERT INTO ${into(f.table(keysTableOf(this.table)))} (${this.c('key')}, ${this.c('last_seq')}, ${this.c('front_id')}) ` +
       `VALUES ${values.join(', ')}${one ? f.keyOrder.reserveOne!.upsert : f.keyOrder.upsert}`;
-    return b.statement(this.returning(upsert, ['key', 'last_seq', 'front_id']));
+    return b.statement(this.returning(upsert, ...['key', 'last_seq', 'front_id'].map((name) => this.c(name))));
   }
 
   /** The rows of `keys`: the last number each handed out, and its front. */
@@ -104,13 +104,20 @@ export class KeyOrderStatements {
     );
   }
 
-  /** Makes those of `ids` that wait claimable (they are their keys' new fronts). */
+  /**
+   * Makes those of `ids` that wait claimable (they are their keys' new fronts), reporting of each whether
+   * it is due now (`due`: neither delayed, nor backing off, nor held by the run of the claim that moved its
+   * key on): where the database can, as rows; else as the statement's insert id (`keyOrder.promotedDue`).
+   */
   promote(ids: string[]): Statement {
     const { f } = this;
     const b = new StatementBuilder(f.placeholder);
-    return b.statement(
-      `UPDATE ${f.byId(this.table)} SET ${this.c('status')} = 'pending' WHERE ${f.idIn(b.bind, ids)} AND ${this.c('status')} = 'waiting'`,
-    );
+    const c = (name: string) => this.c(name);
+    const promote =
+      `UPDATE ${f.byId(this.table)} SET ${c('status')} = 'pending'${f.keyOrder.promotedDue?.set ?? ''} ` +
+      `WHERE ${f.idIn(b.bind, ids)} AND ${c('status')} = 'waiting'`;
+    const due = `CASE WHEN ${c('available_at')} <= ${f.now} THEN 1 ELSE 0 END AS ${c('due')}`;
+    return b.statement(this.returning(promote, due));
   }
 
   /** The keys among `keys` whose front is one of `ids`, with their front. */
@@ -265,10 +272,10 @@ export class KeyOrderStatements {
     return b.statement(`SELECT ${this.f.columns} FROM ${this.f.byId(this.table)} WHERE ${this.f.idIn(b.bind, ids)}`);
   }
 
-  /** `write` made to return `columns`, where the database can (`keyOrder.returning`). */
-  returning(write: string, columns: string[]): string {
+  /** `write` made to return `columns` (SQL expressions), where the database can (`keyOrder.returning`). */
+  returning(write: string, ...columns: string[]): string {
     const { returning } = this.f.keyOrder;
-    return returning ? returning(write, columns.map((name) => this.c(name)).join(', ')) : write;
+    return returning ? returning(write, columns.join(', ')) : write;
   }
 
   /** The events as `alias`, read by key through the key-order index. */

@@ -30,6 +30,14 @@ export interface RunLease {
   maxAttempts: number;
 }
 
+/** What a move of fronts made claimable: how many events, and whether one of them is due now. */
+export interface Promotion {
+  promoted: number;
+  due: boolean;
+}
+
+const NONE: Promotion = { promoted: 0, due: false };
+
 /** One statement in the transaction at hand. */
 export type RunStatement = (statement: Statement) => Promise<StatementResult>;
 
@@ -123,22 +131,27 @@ export class OrderedKeys {
   /**
    * In a transaction that holds the rows of `keys` (see `lockKeys`): moves the fronts that are among
    * `finished` and no longer pending or waiting to the next waiting event of their key, and makes those
-   * claimable. Returns how many became claimable.
+   * claimable. Reports what it promoted: an event held by the run of the claim that moved its key on is
+   * not due, and wakes nobody.
    */
-  async moveFronts(run: RunStatement, keys: string[], finished: string[]): Promise<number> {
-    if (keys.length === 0 || finished.length === 0) return 0;
+  async moveFronts(run: RunStatement, keys: string[], finished: string[]): Promise<Promotion> {
+    if (keys.length === 0 || finished.length === 0) return NONE;
     const move = this.statements.moveFronts(keys, finished);
     let fronts: string[];
     if (this.dialect.flavor.keyOrder.returning) {
       // The move returns the keys' new fronts.
-      const { rows } = await run({ ...move, sql: this.statements.returning(move.sql, ['front_id']) });
+      const { rows } = await run({ ...move, sql: this.statements.returning(move.sql, 'front_id') });
       fronts = rows.filter((row) => row.front_id !== null).map((row) => String(row.front_id));
     } else {
-      if ((await run(move)).affected === 0) return 0;
+      if ((await run(move)).affected === 0) return NONE;
       fronts = (await run(this.statements.frontsOf(keys))).rows.map((row) => String(row.front_id));
     }
+    if (fronts.length === 0) return NONE;
     // Made claimable by id: those that wait (a front that did not move is pending already).
-    return fronts.length === 0 ? 0 : (await run(this.statements.promote(fronts))).affected;
+    const { rows, affected, insertId } = await run(this.statements.promote(fronts));
+    const { promotedDue } = this.dialect.flavor.keyOrder;
+    if (promotedDue) return { promoted: affected, due: insertId === undefined || promotedDue.read(insertId) };
+    return { promoted: rows.length, due: rows.some((row) => Number(row.due) === 1) };
   }
 
   /** Locks the rows of `keys` in the transaction, in the order every writer locks them. */
@@ -150,20 +163,19 @@ export class OrderedKeys {
   /**
    * Writes a fenced outcome (`outcome`) that finishes `finished`, events of ordered `keys`, in one
    * transaction with the move of their keys' fronts: the keys' rows locked first, then the outcome, then
-   * the fronts. Returns the outcome's affected rows and how many events became claimable.
+   * the fronts. Returns the outcome's affected rows and what the move promoted.
    */
-  finish(keys: string[], outcome: Statement, finished: string[]): Promise<{ affected: number; promoted: number }> {
+  finish(keys: string[], outcome: Statement, finished: string[]): Promise<{ affected: number } & Promotion> {
     const sorted = sortKeys(keys);
     return this.executor.transaction(async (run) => {
       await this.lockKeys(run, sorted);
       const { affected } = await run(outcome);
-      const promoted = affected > 0 ? await this.moveFronts(run, sorted, finished) : 0;
-      return { affected, promoted };
+      return { affected, ...(affected > 0 ? await this.moveFronts(run, sorted, finished) : NONE) };
     });
   }
 
   /** Moves the fronts of `keys` that are among `finished` and no longer pending or waiting, in a transaction of its own. */
-  moveOn(keys: string[], finished: string[]): Promise<number> {
+  moveOn(keys: string[], finished: string[]): Promise<Promotion> {
     const sorted = sortKeys(keys);
     return this.executor.transaction(async (run) => {
       await this.lockKeys(run, sorted);

@@ -149,12 +149,10 @@ export class OutboxStore implements OnModuleInit {
   /**
    * Acknowledges a batch in one statement — with the move of their keys' fronts, in one transaction,
    * when some are events of ordered `keys`; returns how many `token` still held (the rest lost their lease).
-   * `heldNext`: how many of those keys move onto an event this claim holds (the next of a run), which
-   * becomes the front but not due, so it wakes no worker.
    */
-  async acknowledge(ids: string[], token: string, keys: string[] = [], heldNext = 0): Promise<number> {
+  async acknowledge(ids: string[], token: string, keys: string[] = []): Promise<number> {
     if (ids.length === 0) return 0;
-    return this.finish(acknowledgeStatement(this.dialect.flavor, this.table, ids, token), ids, keys, heldNext);
+    return this.finish(acknowledgeStatement(this.dialect.flavor, this.table, ids, token), ids, keys);
   }
 
   /** Which of `events` an acknowledgement wrote: delivered at the attempt their claim counted (a later claim counts one more). */
@@ -176,7 +174,7 @@ export class OutboxStore implements OnModuleInit {
 
   /** Moves the fronts of ordered `keys` that are among `finished` and no longer pending or waiting. */
   async moveFronts(keys: string[], finished: string[]): Promise<void> {
-    if ((await this.keys.moveOn(keys, finished)) > 0) this.eventsMadeDue();
+    if ((await this.keys.moveOn(keys, finished)).due) this.eventsMadeDue();
   }
 
   /**
@@ -194,11 +192,15 @@ export class OutboxStore implements OnModuleInit {
     return this.keys.purgeIdle(batchSize);
   }
 
-  /** Runs an outcome; with `keys`, in one transaction with the move of their fronts (see `OrderedKeys.finish`). */
-  private async finish(outcome: Statement, ids: string[], keys: string[], heldNext = 0): Promise<number> {
+  /**
+   * Runs an outcome; with `keys`, in one transaction with the move of their fronts (see
+   * `OrderedKeys.finish`), waking the workers when it made an event due (not the next of a run, which
+   * the claim that moved its key on holds).
+   */
+  private async finish(outcome: Statement, ids: string[], keys: string[]): Promise<number> {
     if (keys.length === 0) return (await this.executor.run(outcome)).affected;
-    const { affected, promoted } = await this.keys.finish(keys, outcome, ids);
-    if (promoted > heldNext) this.eventsMadeDue();
+    const { affected, due } = await this.keys.finish(keys, outcome, ids);
+    if (due) this.eventsMadeDue();
     return affected;
   }
 

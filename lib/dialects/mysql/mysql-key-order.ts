@@ -1,6 +1,6 @@
 import type { KeyOrderSql } from '../shared/key-order-sql';
 import { indexNames } from '../shared/dialect.util';
-import { q, qt } from './mysql-sql';
+import { NOW, q, qt } from './mysql-sql';
 
 /**
  * Per-key order's statements on MySQL and MariaDB. No write returns rows here: where another database
@@ -27,5 +27,11 @@ export const mysqlKeyOrder: KeyOrderSql = {
       insertId === 0
         ? { key, last_seq: count, front_id: firstId }
         : { key, last_seq: Math.floor(insertId / 2), front_id: insertId % 2 === 1 ? firstId : null },
+  },
+  // A promoted event that is due reports its number (never 0: a key numbers from 1); one held by a run's
+  // lease, delayed or backing off reports nothing.
+  promotedDue: {
+    set: `, \`seq\` = IF(\`available_at\` <= ${NOW}, LAST_INSERT_ID(\`seq\`), \`seq\`)`,
+    read: (insertId) => insertId > 0,
   },
 };

@@ -27,10 +27,12 @@ export interface KeyOrderSql {
   readonly byteOrder?: string;
   /** Where a DELETE cannot select from its own table (MySQL): idle keys are locked, then deleted by key. */
   readonly lockThenDelete?: boolean;
-  /** A write made to return `columns` of the rows it wrote; absent where it cannot (then see `reserveOne`). */
+  /** A write made to return `columns` of the rows it wrote; absent where it cannot (then see the two below). */
   readonly returning?: (write: string, columns: string) => string;
   /** Where a write cannot return rows: one key's reservation, its row reported as the statement's insert id. */
   readonly reserveOne?: OneKeyReservation;
+  /** Where a write cannot return rows: whether the promotion of new fronts made one of them due, as its insert id. */
+  readonly promotedDue?: PromotedDue;
   /** The events (as `alias`) read by key through the key-order index, where a planner may scan them all (MySQL). */
   readonly byKey?: (table: OutboxTable, alias: string) => string;
 }
@@ -40,4 +42,11 @@ export interface OneKeyReservation {
   readonly upsert: string;
   /** The key's row as the upsert reported it in the statement's insert id. */
   read(reservation: KeyReservation, insertId: number): KeyRow;
+}
+
+export interface PromotedDue {
+  /** Added to the promotion's SET. */
+  readonly set: string;
+  /** Whether a promoted event is due, read from the statement's insert id. */
+  read(insertId: number): boolean;
 }

@@ -492,6 +492,38 @@ describe.each(backends())('per-key order on %s', (backend) => {
     expect(wakeUps).toBe(0);
   });
 
+  it('wakes the workers when an acknowledgement makes the next event of its key due, not when that one is delayed', async () => {
+    const [due, delayed] = ['next-due', 'next-delayed'].map((k) => `${k}-${Date.now()}`);
+    await inTx(async () => {
+      await publish('order.changed', due, 'n1');
+      await publish('order.changed', due, 'n2');
+      await publish('order.changed', delayed, 'l1');
+      await publish('order.changed', delayed, 'l2', { delayMs: HOUR_MS });
+    });
+    // One lane: the claim takes the fronts alone, no run behind them.
+    const claim = await app.store.claim({ batchSize: 50, leaseMs: 60_000, maxAttempts: 5, lanes: 1 });
+    const front = (key: string) => claim.events.find((e) => e.key === key)!.id;
+    const spy = jest.spyOn(app.store, 'eventsMadeDue');
+    const wakeUps: number[] = [];
+    try {
+      for (const key of [due, delayed]) {
+        expect(await app.store.acknowledge([front(key)], claim.token, [key])).toBe(1);
+        wakeUps.push(spy.mock.calls.length);
+      }
+    } finally {
+      spy.mockRestore();
+    }
+    expect(wakeUps).toEqual([1, 1]);
+    const others = claim.events.filter((e) => e.key !== due && e.key !== delayed).map((e) => e.id);
+    await app.store.releaseMany(others, claim.token, true);
+    await drainAll();
+    expect(sink.seen.get(due)).toEqual(['n2']);
+    expect(await rowsOf(delayed)).toEqual([
+      { tx: 'l1', status: 'delivered' },
+      { tx: 'l2', status: 'pending' },
+    ]);
+  });
+
   it('stops a run at a dead event: blocked behind it (block), or going on past it (skip)', async () => {
     const [blocked, skipped] = ['run-block', 'run-skip'].map((k) => `${k}-${Date.now()}`);
     await inTx(async () => {
