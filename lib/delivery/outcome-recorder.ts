@@ -1,6 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
-import type { FailureUpdate } from '../dialects/shared/outbox-dialect.interface';
+import type { ClaimedEvent, FailureUpdate } from '../interfaces/claimed-event.interface';
 import type { OutboxDeadLetterReason, OutboxLeaseLostEvent, OutboxReleaseReason } from '../events/lifecycle-event';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';

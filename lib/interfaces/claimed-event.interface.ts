@@ -1,8 +1,9 @@
 import type { OutboxEventRecord } from './outbox-event-record.interface';
 
 /*
- * A claimed event and the rules about its attempts, in one place: the claim's SQL (dialects), the
- * failure policy and the claimed batch (delivery) all read them from here.
+ * A claimed event, the rules about its attempts and what a failed attempt writes, in one place: the
+ * claim's and the outcomes' SQL (dialects), the failure policy, the claimed batch and the recorder
+ * (delivery) all read them from here.
  */
 
 /**
@@ -43,4 +44,16 @@ export function noAttemptLeft(attempts: number, maxAttempts: number): boolean {
  */
 export function previousAttemptExpired(event: ClaimedEvent): boolean {
   return event.lastExpiredAttempt !== null && event.lastExpiredAttempt === event.attempts - 1;
+}
+
+/**
+ * What a failed attempt writes (the recorder decides it with the failure policy; the fenced fail
+ * statement writes it): the stored error, the handlers done so far, and dead, or due again after
+ * `retryDelayMs`.
+ */
+export interface FailureUpdate {
+  error: string;
+  completedHandlers: string[];
+  deadLetter: boolean;
+  retryDelayMs: number;
 }

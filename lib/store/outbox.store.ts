@@ -5,7 +5,6 @@ import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { dialectForType } from '../dialects/dialect-for-type';
 import type {
-  FailureUpdate,
   OutboxDialect,
   RetentionBatch,
   SqlExecutor,
@@ -15,6 +14,7 @@ import type {
 import { OutboxEvents } from '../events/outbox-events';
 import { WakeUpReporter } from './wake-up-reporter';
 import type { OutboxWakeUpChannel } from '../interfaces/outbox-wake-up.interface';
+import type { FailureUpdate } from '../interfaces/claimed-event.interface';
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table';
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';

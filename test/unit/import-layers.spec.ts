@@ -75,6 +75,16 @@ describe('imports in lib/', () => {
     expect(upward).toEqual([]);
   });
 
+  it('keep delivery off the dialects: the worker reaches the database through the store alone', () => {
+    const dialects = join(lib, 'dialects');
+    const reached = [...graph]
+      .filter(([file]) => layerOf(file) === 'delivery')
+      .flatMap(([file, targets]) =>
+        targets.filter((t) => t.startsWith(dialects)).map((t) => `${relative(lib, file)} -> ${relative(lib, t)}`),
+      );
+    expect(reached).toEqual([]);
+  });
+
   it('form no cycle', () => {
     const cycles: string[] = [];
     const state = new Map<string, 'open' | 'done'>();

@@ -46,13 +46,6 @@ export interface WakeUpChannel extends OutboxWakeUpChannel {
   readonly listenerPid?: number;
 }
 
-export interface FailureUpdate {
-  error: string;
-  completedHandlers: string[];
-  deadLetter: boolean;
-  retryDelayMs: number;
-}
-
 /**
  * The database itself: identity, limits, the server check, error classes, decoding and wake-up.
  */

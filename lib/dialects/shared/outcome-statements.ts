@@ -1,4 +1,5 @@
-import type { FailureUpdate, RenewalArgs, SqlFlavor, Statement } from './outbox-dialect.interface';
+import type { FailureUpdate } from '../../interfaces/claimed-event.interface';
+import type { RenewalArgs, SqlFlavor, Statement } from './outbox-dialect.interface';
 import type { OutboxTable } from './outbox-table';
 import { appendAttempt, LOGGED_ERROR_LENGTH } from './attempt-log';
 import { StatementBuilder } from './statement-builder';
