@@ -11,6 +11,8 @@ export interface OutboxSchemaVersion {
    * What the version adds, by which start-up recognises it: a column (with `charset`, its character
    * set where the database keeps one per column: MySQL/MariaDB; with `noPad`, a collation that keeps
    * trailing spaces significant where the database pads by default), or an index (its role in `indexNames`).
+   * A version that changes nothing on a database (no statement in its upgrade there) has nothing to find:
+   * start-up takes it as reached with the one before.
    */
   marker: { column: string; charset?: string; noPad?: true } | { index: 'retention' };
 }
