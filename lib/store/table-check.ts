@@ -55,7 +55,7 @@ async function verifySchemaVersion(
   const indexes = new Set((await rows(dialect.schema.indexes(table))).map((row) => String(row.name)));
   const index = indexNames(table.name);
   const reached = ({ version, marker }: OutboxSchemaVersion) => {
-    // Nothing to find where the version changes nothing (versions 5 and 6 on PostgreSQL and SQLite).
+    // Nothing to find where the version changes nothing (versions 5 and 6 on PostgreSQL and SQLite, 9 on MySQL/MariaDB).
     if (dialect.schema.upgrade(version, table).length === 0) return true;
     if (!('column' in marker)) return indexes.has(index[marker.index]);
     const column = columns.get(marker.column);
