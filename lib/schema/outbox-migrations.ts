@@ -11,8 +11,10 @@ export interface OutboxSchemaVersion {
    * What the version adds, by which start-up recognises it: a column (with `charset`, its character
    * set where the database keeps one per column: MySQL/MariaDB; with `noPad`, a collation that keeps
    * trailing spaces significant where the database pads by default), or an index (its role in `indexNames`).
+   * A version that changes nothing on a database (no statement in its upgrade there) has nothing to find:
+   * start-up takes it as reached with the one before.
    */
-  marker: { column: string; charset?: string; noPad?: true } | { index: 'retention' };
+  marker: { column: string; charset?: string; noPad?: true } | { index: 'retention' | 'front' };
 }
 
 /**
@@ -39,6 +41,9 @@ export const OUTBOX_SCHEMA_VERSIONS: readonly OutboxSchemaVersion[] = [
   // The publisher's trace context in a column of its own, beside the headers: it is not part of what
   // the event is (dedupe, the headers' limits and what handlers see are the same with tracing on or off).
   { version: 8, name: 'OutboxTraceContext', timestamp: 1796515200000, marker: { column: 'trace_context' } },
+  // Per-key order's rule "of an ordered key, only its front is pending", kept by the database where it
+  // has partial unique indexes (PostgreSQL, SQLite). Nothing on MySQL/MariaDB, which have none.
+  { version: 9, name: 'OutboxKeyFront', timestamp: 1796601600000, marker: { index: 'front' } },
 ];
 
 const upgrades = new Map<string, OutboxMigrationClass>();

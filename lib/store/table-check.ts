@@ -54,14 +54,16 @@ async function verifySchemaVersion(
   );
   const indexes = new Set((await rows(dialect.schema.indexes(table))).map((row) => String(row.name)));
   const index = indexNames(table.name);
-  const reached = (marker: OutboxSchemaVersion['marker']) => {
+  const reached = ({ version, marker }: OutboxSchemaVersion) => {
+    // Nothing to find where the version changes nothing (versions 5 and 6 on PostgreSQL and SQLite, 9 on MySQL/MariaDB).
+    if (dialect.schema.upgrade(version, table).length === 0) return true;
     if (!('column' in marker)) return indexes.has(index[marker.index]);
     const column = columns.get(marker.column);
     if (!column) return false;
     if (marker.noPad && column.noPad === false) return false;
     return marker.charset === undefined || column.charset === null || column.charset.toLowerCase() === marker.charset;
   };
-  const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !reached(step.marker));
+  const missing = OUTBOX_SCHEMA_VERSIONS.find((step) => !reached(step));
   if (!missing) return;
   const latest = OUTBOX_SCHEMA_VERSIONS[OUTBOX_SCHEMA_VERSIONS.length - 1].version;
   throw new OutboxSchemaOutdatedError(

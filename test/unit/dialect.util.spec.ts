@@ -171,6 +171,7 @@ describe('identifiers', () => {
       dedupe: 'events_dedupe_idx',
       retention: 'events_retention_idx',
       order: 'events_order_idx',
+      front: 'events_front_idx',
     });
   });
 });

@@ -35,6 +35,7 @@ describe('released schema versions', () => {
       v6: { up: dialect.schema.upgrade(6, table), down: dialect.schema.downgrade(6, table) },
       v7: { up: dialect.schema.upgrade(7, table), down: dialect.schema.downgrade(7, table) },
       v8: { up: dialect.schema.upgrade(8, table), down: dialect.schema.downgrade(8, table) },
+      v9: { up: dialect.schema.upgrade(9, table), down: dialect.schema.downgrade(9, table) },
     }).toEqual(released[key]);
   });
 });

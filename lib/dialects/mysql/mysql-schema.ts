@@ -1,5 +1,12 @@
 import type { SchemaStatements, Statement } from '../shared/outbox-dialect.interface';
-import { indexNames, moveNoOutcomeNotes, restoreV1Notes, schemaSteps, V1_CLAIM_NOTES } from '../shared/dialect.util';
+import {
+  indexNames,
+  moveNoOutcomeNotes,
+  NO_CHANGE,
+  restoreV1Notes,
+  schemaSteps,
+  V1_CLAIM_NOTES,
+} from '../shared/dialect.util';
 import { keysTableOf, type OutboxTable } from '../shared/outbox-table';
 import { attemptHistoryColumns } from './mysql-history';
 import { retentionIndex } from './mysql-retention';
@@ -58,6 +65,13 @@ export const mysqlSchema: Omit<SchemaStatements, 'indexes'> = {
     6: exactKeys,
     7: keyOrder,
     8: traceContext,
+    // Version 9 guards "only a key's front is pending" by a partial unique index, which MySQL and MariaDB
+    // do not have. A unique index on a generated column (the key while pending and numbered, else NULL)
+    // would do it, and was judged not worth it: every event would carry one more index entry, and
+    // InnoDB's duplicate check takes gap locks even at READ COMMITTED, in the acknowledgement's and the
+    // publisher's statements whose locks this dialect already forces to keep them from deadlocking. The
+    // writes that keep the rule are the same SQL on every database, guarded on PostgreSQL and SQLite.
+    9: NO_CHANGE,
   }),
 
   columns(table: OutboxTable): Statement {

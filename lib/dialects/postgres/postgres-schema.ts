@@ -3,6 +3,7 @@ import {
   moveNoOutcomeNotes,
   indexNames,
   partialIndexes,
+  partialFrontIndex,
   partialRetentionIndex,
   quoteIdent,
   quoteTable,
@@ -67,6 +68,7 @@ export const postgresSchema: SchemaStatements = {
     6: NO_CHANGE,
     7: keyOrder,
     8: traceContext,
+    9: partialFrontIndex,
   }),
 
   columns(table: OutboxTable): Statement {

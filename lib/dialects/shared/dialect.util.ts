@@ -52,6 +52,7 @@ export function indexNames(table: string) {
     dedupe: `${table}_dedupe_idx`,
     retention: `${table}_retention_idx`,
     order: `${table}_order_idx`,
+    front: `${table}_front_idx`,
   };
 }
 
@@ -139,11 +140,30 @@ const FINISHED = `"status" = 'delivered' OR "status" = 'dead'`;
  * PostgreSQL table) is kept.
  */
 export function partialRetentionIndex(table: OutboxTable): { up: string[]; down: string[] } {
-  const name = indexNames(table.name).retention;
+  return partialIndex(table, 'retention', 'INDEX', `("status", "processed_at") WHERE ${FINISHED}`);
+}
+
+/**
+ * Version 9 on PostgreSQL and SQLite: per-key order's rule that of an ordered key only its front is
+ * pending, kept by the database: at most one pending row per key among the numbered ones. Checked as
+ * each statement writes each row, not at the commit: a write must finish the old front in a statement
+ * before the one that makes the next event pending (docs/internals/ordering.md lists each write's order).
+ * IF NOT EXISTS, as version 3's, for an index built CONCURRENTLY beforehand.
+ */
+export function partialFrontIndex(table: OutboxTable): { up: string[]; down: string[] } {
+  return partialIndex(table, 'front', 'UNIQUE INDEX', `("key") WHERE "seq" IS NOT NULL AND "status" = 'pending'`);
+}
+
+/** A partial index that a version adds under the name of its `role`, and drops again going down. */
+function partialIndex(
+  table: OutboxTable,
+  role: keyof ReturnType<typeof indexNames>,
+  kind: string,
+  definition: string,
+): { up: string[]; down: string[] } {
+  const name = indexNames(table.name)[role];
   return {
-    up: [
-      `CREATE INDEX IF NOT EXISTS ${quoteIdent(name)} ON ${quoteTable(table)} ("status", "processed_at") WHERE ${FINISHED}`,
-    ],
+    up: [`CREATE ${kind} IF NOT EXISTS ${quoteIdent(name)} ON ${quoteTable(table)} ${definition}`],
     // An index lives in its table's schema.
     down: [`DROP INDEX ${quoteTable({ ...table, name })}`],
   };

@@ -3,6 +3,7 @@ import {
   moveNoOutcomeNotes,
   indexNames,
   partialIndexes,
+  partialFrontIndex,
   partialRetentionIndex,
   quoteIdent,
   quoteTable,
@@ -63,6 +64,7 @@ export const sqliteSchema: SchemaStatements = {
     6: NO_CHANGE,
     7: keyOrder,
     8: traceContext,
+    9: partialFrontIndex,
   }),
 
   columns(table: OutboxTable): Statement {
