@@ -148,7 +148,10 @@ export class OperationsStatements {
     );
   }
 
-  /** Dead letters back to pending, due now, if they are still dead. */
+  /**
+   * Dead letters back to pending, due now, if they are still dead; those of ordered keys to waiting, for
+   * `OrderedKeys.requeue` to place in their key (only a key's front may be pending, schema version 9).
+   */
   redrive(ids: string[], reset: boolean, maxAttempts: number): Statement {
     const b = new StatementBuilder(this.f.placeholder);
     const c = (name: string) => this.c(name);
@@ -158,7 +161,8 @@ export class OperationsStatements {
     // The new round starts clean of the last one's expiry (the claim would read it as a crash suspect);
     // last_error stays until an attempt of the new round records its own.
     return b.statement(
-      `UPDATE ${this.t} SET ${c('attempts')} = ${attempts}, ${c('status')} = 'pending', ${c('claim_token')} = NULL, ` +
+      `UPDATE ${this.t} SET ${c('attempts')} = ${attempts}, ` +
+        `${c('status')} = CASE WHEN ${c('seq')} IS NULL THEN 'pending' ELSE 'waiting' END, ${c('claim_token')} = NULL, ` +
         `${c('available_at')} = ${this.f.now}, ${c('processed_at')} = NULL, ${c('last_expired_attempt')} = NULL, ` +
         `${c('note')} = NULL, ${c('redrive_count')} = ${c('redrive_count')} + 1 ` +
         `WHERE ${this.idIn(b, ids)} AND ${c('status')} = 'dead'`,

@@ -197,19 +197,22 @@ export class OrderedKeys {
   }
 
   /**
-   * After a redrive of dead events of ordered keys, in its transaction: a key's front stays its front
-   * (the key resumes with it, and is no longer blocked: those are returned); any other (passed over under
-   * `skip`) goes to the back of its key, behind the events published since, or becomes the front of a key
-   * with none.
+   * After a redrive of dead events of ordered keys (which left them waiting), in its transaction: a key's
+   * front stays its front and is made pending (the key resumes with it, and is no longer blocked: those
+   * are returned); any other (passed over under `skip`) goes to the back of its key, behind the events
+   * published since, or becomes the front of a key with none. The fronts first, then the others: at no
+   * statement has a key two pending events (the index of schema version 9 refuses it).
    */
   async requeue(run: RunStatement, events: KeyedEvent[]): Promise<KeyedEvent[]> {
     await this.lockKeys(run, sortKeys(events.map((e) => e.key)));
     const ids = events.map((e) => e.id);
     const behind = new Set((await run(this.statements.notFronts(ids))).rows.map((row) => String(row.id)));
+    const fronts = events.filter((e) => !behind.has(e.id));
+    if (fronts.length > 0) await run(this.statements.promote(fronts.map((e) => e.id)));
     const placing: Placing[] = events.filter((e) => behind.has(e.id)).map((e) => ({ id: e.id, event: { key: e.key } }));
     if (placing.length > 0) await this.place(run, placing);
     for (const p of placing) await run(this.statements.place(p.id, p.place!));
-    return events.filter((e) => !behind.has(e.id));
+    return fronts;
   }
 
   /**
