@@ -8,6 +8,10 @@
 //       are skipped), its `@Module({ imports: [...] })` entries go first in the file's `imports`; everything
 //       else the CLI wrote stays. A comment line starting with `// …` stands for what the CLI generated and is
 //       not pasted. The block may hold nothing else: what the merge could not place fails the check.
+//   <!-- prepend: src/main.ts --> directly above a ```ts block: lines to put at the top of a file the CLI
+//       generated (an import that must run first), above everything it holds
+// docs/quick-start.md installs the package (its install blocks must name it); another page's install block
+// (docs/observability.md's `tracing`) adds what that page needs to the app the quick start made.
 // Snippets are written ESM-style (`.js` on relative imports); the quick start tells CommonJS users to
 // drop that `.js`, and the `cjs` argument applies exactly that rewrite and nothing else.
 //
@@ -17,9 +21,10 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
 
 const PACKAGE = 'nestjs-typeorm-outbox';
-const MARKER = /^\s*<!--\s*(install|file|merge):\s*(\S+)\s*-->\s*$/;
+const MARKER = /^\s*<!--\s*(install|file|merge|prepend):\s*(\S+)\s*-->\s*$/;
 const FENCE = /^\s*(`{3,}|~{3,})\s*([\w-]*)/;
-const LANGUAGES = { install: ['bash', 'sh', 'shell'], file: ['ts', 'typescript'], merge: ['ts', 'typescript'] };
+const TS = ['ts', 'typescript'];
+const LANGUAGES = { install: ['bash', 'sh', 'shell'], file: TS, merge: TS, prepend: TS };
 
 function fail(message) {
   process.stderr.write(`extract: ${message}\n`);
@@ -87,7 +92,7 @@ function install(pagePath, label, tarball) {
       }),
     )
     .join('');
-  if (replaced === 0) {
+  if (replaced === 0 && label.startsWith('nestjs-')) {
     fail(`the <!-- install: ${label} --> block(s) of ${pagePath} never name ${PACKAGE} as a package to install`);
   }
   process.stdout.write(script);
@@ -187,7 +192,7 @@ function mergeModule(generated, block, where) {
 
 function files(pagePath, appDir, moduleSystem) {
   checkModuleSystem(moduleSystem);
-  const blocks = markedBlocks(pagePath).filter((b) => b.kind === 'file' || b.kind === 'merge');
+  const blocks = markedBlocks(pagePath).filter((b) => b.kind !== 'install');
   if (blocks.length === 0) {
     fail(`${pagePath} has no <!-- file: <path> --> marker above a \`\`\`ts block: nothing to paste`);
   }
@@ -199,9 +204,10 @@ function files(pagePath, appDir, moduleSystem) {
     seen.set(path, where);
     const file = join(appDir, path);
     const source = moduleSystem === 'cjs' ? dropRelativeJs(body) : body;
-    if (kind === 'merge') {
+    if (kind === 'merge' || kind === 'prepend') {
       if (!existsSync(file)) fail(`${where}: the app has no ${path} to add the block to`);
-      writeFileSync(file, mergeModule(readFileSync(file, 'utf8'), source, where));
+      const generated = readFileSync(file, 'utf8');
+      writeFileSync(file, kind === 'merge' ? mergeModule(generated, source, where) : source + generated);
     } else {
       mkdirSync(dirname(file), { recursive: true });
       writeFileSync(file, source);

@@ -4,7 +4,9 @@
 # package name replaced by the tarball), pastes the quick start's files (its app.module.ts block added
 # to the generated one), then the test of docs/testing.md, type-checks them, runs the app's own e2e
 # command, then builds the app and starts it (boot.mjs), on SQLite (better-sqlite3): the two pages as a
-# user pastes them, one after the other. Three apps, one after the other:
+# user pastes them, one after the other. Then docs/observability.md's tracing set-up (its install block, its
+# files, the import it puts first in main.ts), and the built app started again with the spans printed: a
+# request's trace must reach the handler (boot.mjs --trace). Three apps, one after the other:
 #   nestjs-11         @nestjs/cli 11, pinned: CommonJS, Jest (`npm run test:e2e`, test/jest-e2e.json); the
 #                     pages' snippets get their relative `.js` dropped, as the quick start tells CommonJS users
 #   nestjs-12         @nestjs/cli 12, pinned, --no-observe: ESM, Vitest (`npm run test:e2e`,
@@ -16,10 +18,11 @@
 # `<!-- install: nestjs-12 -->` directly above a ```bash block, `<!-- file: <path> -->` directly above a
 # ```ts block (a whole file), `<!-- merge: src/app.module.ts -->` directly above a ```ts block (added to
 # the generated module); in docs/testing.md, the test: a `<!-- file: test/… -->` block (the recipe);
-# without one the check fails.
+# without one the check fails; in docs/observability.md, `<!-- install: tracing -->`, `<!-- file: … -->`
+# and `<!-- prepend: src/main.ts -->` (see extract.mjs).
 # Expects `npm run build` done at the root. Needs the npm registry; SQLite files only, no servers.
 # For working on it: FRESH_APP_DOCS=<folder> reads the quick-start.md and testing.md of another folder
-# (default: docs/ at the root), FRESH_APP_TARBALL=<.tgz> installs that instead of a pack of the root,
+# (default: docs/ at the root), and its observability.md, FRESH_APP_TARBALL=<.tgz> installs that instead of a pack of the root,
 # FRESH_APP_ONLY=11|12|latest runs one app, FRESH_APP_KEEP=1 keeps the temp folder.
 set -euo pipefail
 
@@ -38,6 +41,7 @@ root="$(cd "$here/../.." && pwd)"
 docs="${FRESH_APP_DOCS:-$root/docs}"
 quick_start="$docs/quick-start.md"
 testing="$docs/testing.md"
+observability="$docs/observability.md"
 only="${FRESH_APP_ONLY:-}"
 
 # shellcheck source=../registry.sh
@@ -68,6 +72,7 @@ logged() { # log file, what it is (for the message), command...
     "quick-start.md and testing.md of another folder"
 [ -f "$quick_start" ] || die "no quick start at $quick_start"
 [ -f "$testing" ] || die "no testing page at $testing"
+[ -f "$observability" ] || die "no observability page at $observability"
 
 tmp="$(mktemp -d)"
 if [ "${FRESH_APP_KEEP:-}" = 1 ]; then
@@ -219,6 +224,22 @@ The quick start's install block must approve it, e.g. \`npm pkg set allowScripts
   logged "$logs/build.log" "$label: npm run build" bash -c 'cd "$1" && npm run build' _ "$app"
   logged "$logs/boot.log" "$label: the built app under npm run start:prod" node "$here/boot.mjs" "$app"
   say "$label: $(tail -n 1 "$logs/boot.log")"
+
+  say "$label: tracing as docs/observability.md sets it up: its <!-- install: tracing --> commands, its files"
+  (cd "$here" && node extract.mjs install "$observability" tracing "$tarball") >"$work/tracing-install.sh" ||
+    die "$label: could not read the tracing install commands from $observability (see above)"
+  sed 's/^/    /' "$work/tracing-install.sh"
+  logged "$logs/tracing-install.log" "$label: the tracing install commands" \
+    bash -c 'cd "$1" && bash -euxo pipefail "$2"' _ "$app" "$work/tracing-install.sh"
+  (cd "$here" && node extract.mjs files "$observability" "$app" "$modules") >"$work/tracing-files.txt" ||
+    die "$label: could not paste the tracing set-up from $observability (see above)"
+  say "$label: pasted $(paste -sd ' ' "$work/tracing-files.txt")"
+  logged "$logs/tracing-tsc.log" "$label: tsc --noEmit with the tracing set-up" \
+    bash -c 'cd "$1" && node_modules/.bin/tsc --noEmit -p tsconfig.json' _ "$app"
+  logged "$logs/tracing-build.log" "$label: npm run build with the tracing set-up" bash -c 'cd "$1" && npm run build' _ "$app"
+  logged "$logs/trace.log" "$label: a request's trace through to the handler (boot.mjs --trace)" \
+    node "$here/boot.mjs" "$app" --trace
+  say "$label: $(tail -n 1 "$logs/trace.log")"
   [ -z "$allow_scripts_problem" ] || die "$label: $allow_scripts_problem"
   say "$label: passed in $((SECONDS - started)) s"
 }

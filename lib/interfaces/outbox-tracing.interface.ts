@@ -1,3 +1,5 @@
+import type { PublishResult } from './outbox-message.interface';
+
 /** The `tracing` option, as an object (see docs/observability.md, "Tracing"). */
 export interface OutboxTracingOptions {
   /**
@@ -6,15 +8,26 @@ export interface OutboxTracingOptions {
    * after the request that published them, where one trace would span hours. Default `false`.
    */
   link?: boolean;
+  /**
+   * `false`: no span at `publish()`; the attempt's span continues the caller's span directly. Default
+   * `true`: each `publish()`/`publishMany()` call is a producer span `create <topic>` (`create` for a batch
+   * of several topics), the parent of its events' attempts.
+   */
+  publishSpans?: boolean;
 }
 
 /** What the outbox traces with, once its option is resolved (internal). */
 export interface OutboxTracer {
   /**
-   * At publish, once per call: the caller's active trace context as JSON, to be stored beside (never
-   * in) each event's headers; undefined when there is none. What does not fit is left out, never refused.
+   * One `publish()`/`publishMany()` call of `count` events with these topics: runs `insert` (inside the
+   * call's producer span, when there is one) with the trace context to store beside (never in) each
+   * event's headers: JSON, undefined when there is none; what does not fit is left out, never refused.
    */
-  capture(): string | undefined;
+  publish(
+    topics: ReadonlySet<unknown>,
+    count: number,
+    insert: (traceContext: string | undefined) => Promise<PublishResult[]>,
+  ): Promise<PublishResult[]>;
   /**
    * Starts the span of one delivery attempt of `event`, from the context captured at publish; none
    * while the application has registered no tracer provider.

@@ -6,7 +6,7 @@ export interface ValidatedEvent {
   payloadJson: string;
   headersJson: string;
   headers: Record<string, string>;
-  /** The publisher's trace context, JSON (see `OutboxTracer.capture`); none when absent or null. */
+  /** The publisher's trace context, JSON (see `OutboxTracer.publish`); none when absent or null. */
   traceContextJson?: string | null;
   /** Absolute due time given by the caller, or null for "delayMs after now by the database clock". */
   availableAt: Date | null;

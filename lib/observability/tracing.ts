@@ -1,6 +1,7 @@
 import type * as Otel from '@opentelemetry/api';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
+import type { PublishResult } from '../interfaces/outbox-message.interface';
 import type {
   OutboxAttemptOutcome,
   OutboxAttemptSpan,
@@ -25,7 +26,7 @@ export function resolveTracing(value: unknown, errorText: OutboxErrorText): Outb
   if (value === false) return undefined;
   if (value === undefined) {
     const api = loadOpenTelemetry(false);
-    return api && new OpenTelemetryTracer(api, false, errorText);
+    return api && new OpenTelemetryTracer(api, { link: false, publishSpans: true }, errorText);
   }
   if (value !== true && !isPlainObject(value)) {
     throw new OutboxConfigurationError(
@@ -33,9 +34,12 @@ export function resolveTracing(value: unknown, errorText: OutboxErrorText): Outb
       `expected true, false or an object such as { link: true }, got ${describeValue(value)}`,
     );
   }
-  const link =
-    value === true ? false : booleanOption('tracing.link', optionSection('tracing', value, ['link']).link, false);
-  return new OpenTelemetryTracer(loadOpenTelemetry(true)!, link, errorText);
+  const section = value === true ? {} : optionSection('tracing', value, ['link', 'publishSpans']);
+  const choices = {
+    link: booleanOption('tracing.link', section.link, false),
+    publishSpans: booleanOption('tracing.publishSpans', section.publishSpans, true),
+  };
+  return new OpenTelemetryTracer(loadOpenTelemetry(true)!, choices, errorText);
 }
 
 function loadOpenTelemetry(required: boolean): OtelApi | undefined {
@@ -52,9 +56,10 @@ function loadOpenTelemetry(required: boolean): OtelApi | undefined {
 }
 
 /**
- * Traces through the OpenTelemetry API: the publisher's context travels with the event, apart from
- * its headers (the propagators the application registered write it: W3C `traceparent`, `tracestate`
- * and `baggage` by default), and each delivery attempt is a consumer span continuing it.
+ * Traces through the OpenTelemetry API: each publish is a producer span (`create <topic>`) whose context
+ * travels with the event, apart from its headers (the propagators the application registered write it:
+ * W3C `traceparent`, `tracestate` and `baggage` by default), and each delivery attempt is a consumer span
+ * (`process <topic>`) continuing it — the names and attributes of OpenTelemetry's messaging conventions.
  */
 class OpenTelemetryTracer implements OutboxTracer {
   private readonly tracer: Otel.Tracer;
@@ -63,11 +68,16 @@ class OpenTelemetryTracer implements OutboxTracer {
   /** Whether a trace context that did not fit was reported: once per outbox, not per publish. */
   private reportedUnfit = false;
 
+  private readonly link: boolean;
+  private readonly publishSpans: boolean;
+
   constructor(
     private readonly api: OtelApi,
-    private readonly link: boolean,
+    choices: { link: boolean; publishSpans: boolean },
     private readonly errorText: OutboxErrorText,
   ) {
+    this.link = choices.link;
+    this.publishSpans = choices.publishSpans;
     // A proxy until the application registers a provider: it follows the provider registered later.
     this.tracer = api.trace.getTracer(OUTBOX_INSTRUMENTATION_SCOPE);
     this.noProvider = new api.ProxyTracerProvider().getDelegate();
@@ -82,9 +92,47 @@ class OpenTelemetryTracer implements OutboxTracer {
     return provider.getDelegate?.() !== this.noProvider;
   }
 
-  capture(): string | undefined {
+  async publish(
+    topics: ReadonlySet<unknown>,
+    count: number,
+    insert: (traceContext: string | undefined) => Promise<PublishResult[]>,
+  ): Promise<PublishResult[]> {
+    if (!this.publishSpans || !this.registered) return insert(this.capture(this.api.context.active()));
+    const { api } = this;
+    // One destination named when every event has the same topic (a batch of several topics has none).
+    const [only] = topics;
+    const topic = topics.size === 1 && typeof only === 'string' ? only : undefined;
+    const span = this.tracer.startSpan(topic === undefined ? 'create' : `create ${topic}`, {
+      kind: api.SpanKind.PRODUCER,
+      attributes: {
+        'messaging.system': 'outbox',
+        'messaging.operation.type': 'create',
+        'messaging.operation.name': 'create',
+        ...(topic === undefined ? {} : { 'messaging.destination.name': topic }),
+        ...(count === 1 ? {} : { 'messaging.batch.message_count': count }),
+      },
+    });
+    const context = api.trace.setSpan(api.context.active(), span);
+    try {
+      // The insert's own statements (a database instrumentation's spans) nest under the publish.
+      const results = await api.context.with(context, () => insert(this.capture(context)));
+      if (results.length === 1) span.setAttribute('messaging.message.id', results[0].id);
+      return results;
+    } catch (error) {
+      const exception = exceptionOf(error, this.errorText);
+      span.addEvent('exception', exception.attributes);
+      span.setAttribute('error.type', exception.type);
+      span.setStatus({ code: api.SpanStatusCode.ERROR, message: exception.message });
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  /** The trace context of `context` as JSON, to be stored beside each event's headers; undefined when there is none. */
+  private capture(context: Otel.Context): string | undefined {
     const carrier: Record<string, unknown> = {};
-    this.api.propagation.inject(this.api.context.active(), carrier);
+    this.api.propagation.inject(context, carrier);
     // Nothing to carry (no active trace, or no propagator registered).
     if (isEmpty(carrier)) return undefined;
     const fitted = fitTraceContext(carrier);
@@ -110,7 +158,7 @@ class OpenTelemetryTracer implements OutboxTracer {
     // Linked: a trace of its own (the baggage carried on).
     const parent = this.link ? api.trace.deleteSpan(captured) : captured;
     const span = this.tracer.startSpan(
-      `${event.topic} process`,
+      `process ${event.topic}`,
       {
         kind: api.SpanKind.CONSUMER,
         attributes: {
@@ -153,17 +201,9 @@ class AttemptSpan implements OutboxAttemptSpan {
 
   failed(target: string, error: unknown): void {
     if (!this.span.isRecording()) return;
-    const type = errorType(error);
-    // The texts the outbox stores and logs: secrets redacted, then the application's redactError.
-    const message = this.errorText.describe(error);
-    const stack = this.errorText.describeStack(error);
-    this.span.addEvent('exception', {
-      'exception.type': type,
-      'exception.message': message,
-      ...(stack !== undefined ? { 'exception.stacktrace': stack } : {}),
-      'outbox.target': target,
-    });
-    this.firstError ??= { type, message };
+    const exception = exceptionOf(error, this.errorText);
+    this.span.addEvent('exception', { ...exception.attributes, 'outbox.target': target });
+    this.firstError ??= { type: exception.type, message: exception.message };
   }
 
   end(outcome: OutboxAttemptOutcome): void {
@@ -177,9 +217,18 @@ class AttemptSpan implements OutboxAttemptSpan {
   }
 }
 
-function errorType(error: unknown): string {
+/** An error as a span's `exception` event tells it: the texts the outbox stores and logs (redacted, then the application's redactError). */
+function exceptionOf(error: unknown, errorText: OutboxErrorText) {
   const name = (error as { name?: unknown } | null)?.name;
-  return typeof name === 'string' && name !== '' ? name : typeof error;
+  const type = typeof name === 'string' && name !== '' ? name : typeof error;
+  const message = errorText.describe(error);
+  const stack = errorText.describeStack(error);
+  const attributes: Otel.Attributes = {
+    'exception.type': type,
+    'exception.message': message,
+    ...(stack !== undefined ? { 'exception.stacktrace': stack } : {}),
+  };
+  return { type, message, attributes };
 }
 
 function isEmpty(fields: Record<string, unknown>): boolean {

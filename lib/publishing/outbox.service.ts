@@ -52,8 +52,19 @@ export class OutboxService {
       throw new OutboxValidationError('items', `publishMany expects an array of events, got ${typeof items}`);
     }
     knownKeys('options', options, ['manager'], ARGUMENT);
+    const insert = (traceContext: string | undefined) => this.insert(items, options.manager, traceContext ?? null);
+    const { tracing } = this.options;
+    if (!tracing || items.length === 0) return insert(undefined);
     // The caller's trace context, captured here: never at delivery, which runs in another's.
-    const traceContext = this.options.tracing?.capture() ?? null;
+    const topics = new Set(items.map((item) => (item as Partial<PublishManyItem> | null)?.topic));
+    return tracing.publish(topics, items.length, insert);
+  }
+
+  private async insert(
+    items: PublishManyItem[],
+    given: EntityManager | undefined,
+    traceContext: string | null,
+  ): Promise<PublishResult[]> {
     const events = items.map((item, index) => {
       try {
         knownKeys('event', item, ITEM_KEYS, ARGUMENT);
@@ -65,7 +76,7 @@ export class OutboxService {
         throw error;
       }
     });
-    const manager = transactionalManager(options.manager, this.options, this.store.dataSource);
+    const manager = transactionalManager(given, this.options, this.store.dataSource);
     if (events.length === 0) return [];
     return this.store.insert(manager, events);
   }

@@ -124,7 +124,7 @@ function validateSchedule(delayMs: unknown, availableAt: unknown): { delayMs: nu
 export function validateEvent(
   item: PublishManyItem,
   maxPayloadBytes: number,
-  /** The publisher's trace context, JSON (see `OutboxTracer.capture`): stored beside the headers, never in them. */
+  /** The publisher's trace context, JSON (see `OutboxTracer.publish`): stored beside the headers, never in them. */
   traceContextJson: string | null = null,
 ): ValidatedEvent {
   const topic = validateTopic(item.topic);

@@ -25,7 +25,7 @@ export function transactionalManager(
         : 'the transaction resolver returned an EntityManager that is not inside a transaction',
     );
   }
-  if (manager.connection !== outboxDataSource) {
+  if (!sameDataSource(manager.connection, outboxDataSource)) {
     throw new OutboxTransactionRequiredError(
       'the active transaction belongs to another DataSource than the outbox table; set the `dataSource` option',
     );
@@ -43,4 +43,14 @@ function ambientManager(options: ResolutionOptions): EntityManager | undefined {
   }
   // Never `host.tx` without an active transaction: that is the non-transactional fallback manager.
   return host.isTransactionActive() ? host.tx : undefined;
+}
+
+/**
+ * Whether two references are one DataSource. Not by identity alone: an instrumentation may hand the app's
+ * providers out wrapped in proxies (`@nestjs/observe`, which the current `nest new` sets up on NestJS 12,
+ * wraps every provider, the DataSource too), while a transaction's manager holds the DataSource itself.
+ * Its own EntityManager, made once in its constructor, is the same object through any such proxy.
+ */
+function sameDataSource(a: DataSource, b: DataSource): boolean {
+  return a === b || a.manager === b.manager;
 }

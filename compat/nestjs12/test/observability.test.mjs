@@ -43,9 +43,12 @@ for (const backend of BACKENDS) {
       });
       assert.equal((await app.worker.drain()).delivered, 1);
 
-      const [attempt] = exporter.getFinishedSpans().filter((s) => s.name === 'order.placed process');
+      // publish() is a producer span under the request's; the attempt continues it.
+      const [create] = exporter.getFinishedSpans().filter((s) => s.name === 'create order.placed');
+      assert.equal(create.parentSpanContext?.spanId, publisher.spanId);
+      const [attempt] = exporter.getFinishedSpans().filter((s) => s.name === 'process order.placed');
       assert.equal(attempt.spanContext().traceId, publisher.traceId);
-      assert.equal(attempt.parentSpanContext?.spanId, publisher.spanId);
+      assert.equal(attempt.parentSpanContext?.spanId, create.spanContext().spanId);
       assert.equal(attempt.attributes['outbox.outcome'], 'success');
       const [charge] = exporter.getFinishedSpans().filter((s) => s.name === 'charge card');
       assert.equal(charge.parentSpanContext?.spanId, attempt.spanContext().spanId);

@@ -15,13 +15,21 @@ const tracing = registerTracing();
 afterAll(() => tracing.close());
 const tracer = trace.getTracer('test-app');
 
-/** Publishes one event inside a span of its own; returns the event id and the span's context. */
+/**
+ * Publishes one event inside a span of its own; returns the event id, the span's trace and the id of
+ * publish()'s span (its child), which the attempt continues.
+ */
 async function publishInSpan(app: TestApp, topic: string) {
-  return tracer.startActiveSpan('POST /orders', { kind: SpanKind.SERVER }, async (span) => {
+  const published = await tracer.startActiveSpan('POST /orders', { kind: SpanKind.SERVER }, async (span) => {
     const { id } = await app.txHost.withTransaction(() => app.outbox.publish(topic, { n: 1 }));
     span.end();
     return { id, ...span.spanContext() };
   });
+  const [create] = tracing
+    .named(`create ${topic}`)
+    .filter((s) => s.attributes['messaging.message.id'] === published.id);
+  expect(parentOf(create)).toBe(published.spanId);
+  return { id: published.id, traceId: published.traceId, createSpanId: create.spanContext().spanId };
 }
 
 /** A span as the worker process printed it. */
@@ -60,11 +68,11 @@ describe.each(backends())('tracing with the worker in another process on %s', (b
     child = startNodeProcess('test/fixtures/worker-process.ts', { OUTBOX_CHILD: JSON.stringify(config) }, [
       'test/fixtures/tracing-child.js',
     ]);
-    const line = await child.waitFor(/^SPAN .*"work\.item process"/);
+    const line = await child.waitFor(/^SPAN .*"process work\.item"/);
     const span = JSON.parse(line.slice('SPAN '.length)) as PrintedSpan;
     expect(span).toMatchObject({
       traceId: published.traceId,
-      parent: published.spanId,
+      parent: published.createSpanId,
       attributes: { 'messaging.message.id': published.id, 'outbox.outcome': 'success', 'outbox.attempt': 1 },
     });
   });
@@ -111,12 +119,12 @@ describe('tracing through RabbitMQ to a Nest microservice', () => {
       const published = await publishInSpan(app, 'order.shipped');
       expect(await app.worker.drain()).toMatchObject({ delivered: 1 });
       const seen = await consumed.promise;
-      const [attempt] = tracing.named('order.shipped process');
+      const [attempt] = tracing.named('process order.shipped');
       expect(seen.traceparent).toBe(`00-${published.traceId}-${attempt.spanContext().spanId}-01`);
       expect(seen).toMatchObject({ traceId: published.traceId, parent: attempt.spanContext().spanId });
       const [ship] = tracing.named('ship order');
       expect(parentOf(ship)).toBe(attempt.spanContext().spanId);
-      expect(parentOf(attempt)).toBe(published.spanId);
+      expect(parentOf(attempt)).toBe(published.createSpanId);
     } finally {
       await app.dispose();
       await consumer.close();

@@ -111,7 +111,14 @@ const headersOf = (app: TestApp, id: string) => jsonOf(app, id, 'headers') as Pr
 /** The trace context stored beside them. */
 const traceContextOf = (app: TestApp, id: string) => jsonOf(app, id, 'trace_context');
 
-const processSpans = (topic: string) => tracing.named(`${topic} process`);
+const processSpans = (topic: string) => tracing.named(`process ${topic}`);
+/** The producer span of the publish() that wrote event `id`. */
+const createSpan = (topic: string, id: string) => {
+  const spans = tracing.named(`create ${topic}`).filter((s) => s.attributes['messaging.message.id'] === id);
+  expect(spans).toHaveLength(1);
+  return spans[0];
+};
+const idOf = (span: ReadableSpan) => span.spanContext().spanId;
 const attrs = (span: ReadableSpan) => span.attributes;
 
 describe.each(backends())('tracing on %s', (backend: BackendName) => {
@@ -148,19 +155,32 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
     return (await response.json()) as { id: string; traceId: string; spanId: string };
   };
 
-  it("a request's span → publish() → the attempt's span → the handler's spans and what it publishes, one trace", async () => {
+  it("a request's span → publish()'s span → the attempt's span → the handler's spans and what it publishes, one trace", async () => {
     const published = await request('order.placed');
-    // Captured at publish, beside the event's headers (guarantee 17: not in them): the request's span is the parent.
+    // publish() is a producer span, the request's child.
+    const create = createSpan('order.placed', published.id);
+    expect(create.spanContext().traceId).toBe(published.traceId);
+    expect(parentOf(create)).toBe(published.spanId);
+    expect(create.kind).toBe(SpanKind.PRODUCER);
+    expect(attrs(create)).toEqual({
+      'messaging.system': 'outbox',
+      'messaging.operation.type': 'create',
+      'messaging.operation.name': 'create',
+      'messaging.destination.name': 'order.placed',
+      'messaging.message.id': published.id,
+    });
+    expect(create.status.code).toBe(SpanStatusCode.UNSET);
+    // Its context is captured, beside the event's headers (guarantee 17: not in them).
     expect(parseTraceparent((await storedContext(published.id)).traceparent)).toEqual({
       traceId: published.traceId,
-      spanId: published.spanId,
+      spanId: idOf(create),
     });
     expect(await storedHeaders(published.id)).toEqual({});
     await app.worker.drain();
 
     const [attempt] = processSpans('order.placed');
     expect(attempt.spanContext().traceId).toBe(published.traceId);
-    expect(parentOf(attempt)).toBe(published.spanId);
+    expect(parentOf(attempt)).toBe(idOf(create));
     expect(attempt.kind).toBe(SpanKind.CONSUMER);
     expect(attrs(attempt)).toEqual({
       'messaging.system': 'outbox',
@@ -180,7 +200,9 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
     // Published inside the handler's span: its delivery continues from there.
     const [followUp] = processSpans('order.charged');
     expect(followUp.spanContext().traceId).toBe(published.traceId);
-    expect(parentOf(followUp)).toBe(charge.spanContext().spanId);
+    const followUpCreate = tracing.named('create order.charged')[0];
+    expect(parentOf(followUpCreate)).toBe(charge.spanContext().spanId);
+    expect(parentOf(followUp)).toBe(idOf(followUpCreate));
   });
 
   it("two requests publishing at once: each event in its own request's trace", async () => {
@@ -190,7 +212,9 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
     const byId = new Map(processSpans('order.charged').map((s) => [attrs(s)['messaging.message.id'], s]));
     for (const r of [a, b]) {
       expect(byId.get(r.id)!.spanContext().traceId).toBe(r.traceId);
-      expect(parentOf(byId.get(r.id)!)).toBe(r.spanId);
+      const create = createSpan('order.charged', r.id);
+      expect(parentOf(create)).toBe(r.spanId);
+      expect(parentOf(byId.get(r.id)!)).toBe(idOf(create));
     }
   });
 
@@ -206,9 +230,10 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
       [1, 'retried'],
       [2, 'success'],
     ]);
+    const create = createSpan('order.flaky', published.id);
     for (const span of spans) {
       expect(span.spanContext().traceId).toBe(published.traceId);
-      expect(parentOf(span)).toBe(published.spanId);
+      expect(parentOf(span)).toBe(idOf(create));
     }
     const [failed, succeeded] = spans;
     expect(failed.status).toEqual({
@@ -247,20 +272,37 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
       traceId: published.traceId,
       spanId: attempt.spanContext().spanId,
     });
-    // The event's trace context, as stored, still is the publisher's; its headers were never given one.
-    expect(parseTraceparent((await storedContext(published.id)).traceparent).spanId).toBe(published.spanId);
+    // The event's trace context, as stored, still is the publish's; its headers were never given one.
+    expect(parseTraceparent((await storedContext(published.id)).traceparent).spanId).toBe(
+      idOf(createSpan('order.shipped', published.id)),
+    );
     expect(await storedHeaders(published.id)).toEqual({});
   });
 
-  it('outside any trace: no context stored, and the attempt starts a trace of its own', async () => {
+  it("outside any trace: publish()'s span starts the trace, and the attempt continues it", async () => {
     const { id } = await app.txHost.withTransaction(() =>
       app.outbox.publish('order.charged', { n: 3 }, { headers: { a: 'b' } }),
     );
+    const create = createSpan('order.charged', id);
+    expect(parentOf(create)).toBeUndefined();
     expect(await storedHeaders(id)).toEqual({ a: 'b' });
-    expect(await traceContextOf(app, id)).toBeNull();
+    expect(parseTraceparent((await storedContext(id)).traceparent).spanId).toBe(idOf(create));
     await app.worker.drain();
     const [span] = processSpans('order.charged');
-    expect(parentOf(span)).toBeUndefined();
+    expect(parentOf(span)).toBe(idOf(create));
+  });
+
+  it('a publish that fails: its span says why, redacted', async () => {
+    await expect(
+      app.txHost.withTransaction(() =>
+        app.outbox.publish('order.charged', { n: 1 }, { headers: { 'password=hunter2': 'x'.repeat(10) } }),
+      ),
+    ).rejects.toThrow();
+    const [create] = tracing.named('create order.charged');
+    expect(create.status.code).toBe(SpanStatusCode.ERROR);
+    expect(attrs(create)['error.type']).toMatch(/Error$/);
+    expect(create.events.map((e) => e.name)).toEqual(['exception']);
+    expect(JSON.stringify(create.events)).not.toContain('hunter2');
   });
 
   // The headers no longer hold the caller's context (guarantee 17): a traceparent the caller set is its data, kept
@@ -278,16 +320,21 @@ describe.each(backends())('tracing on %s', (backend: BackendName) => {
       span.end();
       return { ids: results.map((r) => r.id), context: span.spanContext() };
     });
+    // One span for the call, the batch's size on it.
+    const [create] = tracing.named('create order.charged');
+    expect(parentOf(create)).toBe(context.spanId);
+    expect(attrs(create)).toMatchObject({ 'messaging.batch.message_count': 3 });
+    expect(attrs(create)).not.toHaveProperty('messaging.message.id');
     const contexts = await Promise.all(ids.map((id) => storedContext(id)));
     for (const stored of contexts) {
-      expect(parseTraceparent(stored.traceparent)).toEqual({ traceId: context.traceId, spanId: context.spanId });
+      expect(parseTraceparent(stored.traceparent)).toEqual({ traceId: context.traceId, spanId: idOf(create) });
     }
     expect(await Promise.all(ids.map((id) => storedHeaders(id)))).toEqual([{}, { traceparent: own }, { a: 'b' }]);
   });
 });
 
 describe('the tracing option', () => {
-  afterEach(() => tracing.exporter.reset());
+  beforeEach(() => tracing.exporter.reset());
 
   it('link: the attempt starts a trace of its own, linked to the publishing span', async () => {
     const app = await createTestApp({
@@ -305,9 +352,60 @@ describe('the tracing option', () => {
       const [attempt] = processSpans('order.charged');
       expect(parentOf(attempt)).toBeUndefined();
       expect(attempt.spanContext().traceId).not.toBe(published.traceId);
+      const [create] = tracing.named('create order.charged');
+      expect(parentOf(create)).toBe(published.spanId);
       expect(attempt.links.map((l) => l.context)).toEqual([
-        expect.objectContaining({ traceId: published.traceId, spanId: published.spanId }),
+        expect.objectContaining({ traceId: published.traceId, spanId: idOf(create) }),
       ]);
+    } finally {
+      await app.dispose();
+    }
+  });
+
+  it("publishSpans: false: no span at publish(); the attempt continues the caller's span, a publishMany of several topics likewise", async () => {
+    const app = await createTestApp({
+      backend: 'better-sqlite3',
+      providers: [AppRef, Handlers],
+      outbox: { tracing: { publishSpans: false } },
+    });
+    try {
+      const published = await tracer.startActiveSpan('job', async (span) => {
+        await app.txHost.withTransaction(() =>
+          app.outbox.publishMany([
+            { topic: 'order.charged', payload: { n: 1 } },
+            { topic: 'order.doomed', payload: {} },
+          ]),
+        );
+        span.end();
+        return span.spanContext();
+      });
+      await app.worker.drain();
+      expect(tracing.spans().filter((s) => s.name.startsWith('create'))).toEqual([]);
+      for (const attempt of [...processSpans('order.charged'), ...processSpans('order.doomed')]) {
+        expect(parentOf(attempt)).toBe(published.spanId);
+      }
+      expect(processSpans('order.doomed')).toHaveLength(1);
+    } finally {
+      await app.dispose();
+    }
+  });
+
+  it('a publishMany of several topics: one span, `create`, no destination', async () => {
+    const app = await createTestApp({ backend: 'better-sqlite3', providers: [AppRef, Handlers] });
+    try {
+      await app.txHost.withTransaction(() =>
+        app.outbox.publishMany([
+          { topic: 'order.charged', payload: { n: 1 } },
+          { topic: 'order.doomed', payload: {} },
+        ]),
+      );
+      const [create] = tracing.named('create');
+      expect(attrs(create)).toEqual({
+        'messaging.system': 'outbox',
+        'messaging.operation.type': 'create',
+        'messaging.operation.name': 'create',
+        'messaging.batch.message_count': 2,
+      });
     } finally {
       await app.dispose();
     }
@@ -350,7 +448,7 @@ describe('the tracing option', () => {
       expect(await headersOf(app, id)).toEqual({});
       expect(await traceContextOf(app, id)).toBeNull();
       expect(processSpans('order.charged')).toEqual([]);
-      expect(tracing.named('job')).toHaveLength(1);
+      expect(tracing.spans().map((s) => s.name)).toEqual(['job']);
     } finally {
       await app.dispose();
     }
@@ -360,5 +458,6 @@ describe('the tracing option', () => {
     expect(() => OutboxModule.forRoot({ tracing: 'on' as never })).toThrow(OutboxConfigurationError);
     expect(() => OutboxModule.forRoot({ tracing: { parent: true } as never })).toThrow(/tracing/);
     expect(() => OutboxModule.forRoot({ tracing: { link: 'yes' } as never })).toThrow(/tracing\.link/);
+    expect(() => OutboxModule.forRoot({ tracing: { publishSpans: 1 } as never })).toThrow(/tracing\.publishSpans/);
   });
 });

@@ -1,12 +1,19 @@
-import { Injectable } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
   OutboxDedupeConflictError,
   OutboxHandler,
+  OutboxModule,
   OutboxOperations,
   OutboxPayloadTooLargeError,
   OutboxTransactionRequiredError,
+  OutboxService,
   OutboxValidationError,
+  OutboxWorker,
   type OutboxMessage,
 } from '../../../lib';
 import {
@@ -15,10 +22,19 @@ import {
   describeEachServer,
   isSqlite,
   removeSqliteFile,
+  sql,
   sqliteFile,
+  uniqueName,
 } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
-import { createTestApp, emptyTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
+import {
+  clsImports,
+  createTestApp,
+  emptyTestApp,
+  outboxRows,
+  typeOrmOptions,
+  type TestApp,
+} from '../../fixtures/test-app';
 
 @Injectable()
 class Recorder {
@@ -160,6 +176,49 @@ describe.each(backends())('publish on %s', (backend) => {
       if (path) removeSqliteFile(path);
     }
     expect(await outboxRows(app)).toHaveLength(0);
+  });
+
+  // @nestjs/observe, which the current `nest new` wires into NestJS 12 apps, wraps every provider in a proxy this way.
+  it("joins the transaction when an instrumentation wraps the app's providers, the DataSource's too, in proxies", async () => {
+    const path = isSqlite(backend) ? sqliteFile() : undefined;
+    const table = uniqueName();
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot(typeOrmOptions(backend, table, path)),
+        ...clsImports(),
+        OutboxModule.forRoot({ tableName: table, worker: { enabled: false } }),
+      ],
+      providers: [Recorder],
+    })
+    class InstrumentedApp {}
+    const proxied = new Set<unknown>();
+    const context = await NestFactory.createApplicationContext(InstrumentedApp, {
+      logger: false,
+      instrument: {
+        instanceDecorator: (instance: unknown) => {
+          // As it does: not the built-ins whose methods need the real object (Nest's own Map-based providers).
+          if (typeof instance !== 'object' || instance === null || instance instanceof Map) return instance;
+          const proxy = new Proxy(instance, {});
+          proxied.add(proxy);
+          return proxy;
+        },
+      },
+    });
+    try {
+      const dataSource = context.get(DataSource);
+      expect(proxied.has(dataSource)).toBe(true);
+      const txHost = context.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+      const { id } = await txHost.withTransaction(() => context.get(OutboxService).publish('order.placed', { n: 1 }));
+      expect(await context.get(OutboxWorker).drain()).toMatchObject({ delivered: 1 });
+      expect(context.get(Recorder).seen.map((m) => m.id)).toEqual([id]);
+    } finally {
+      const dataSource = context.get(DataSource);
+      if (!path) {
+        await dataSource.query(sql(backend, `DROP TABLE IF EXISTS "${table}", "${table}_migrations", "${table}_keys"`));
+      }
+      await context.close();
+      if (path) removeSqliteFile(path);
+    }
   });
 
   it('publishMany inserts all events of one call, or none', async () => {
