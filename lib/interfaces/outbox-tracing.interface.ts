@@ -19,13 +19,12 @@ export interface OutboxTracingOptions {
 /** What the outbox traces with, once its option is resolved (internal). */
 export interface OutboxTracer {
   /**
-   * One `publish()`/`publishMany()` call of `count` events with these topics: runs `insert` (inside the
-   * call's producer span, when there is one) with the trace context to store beside (never in) each
+   * One `publish()`/`publishMany()` call of `items` (as given: not yet validated): runs `insert` (inside
+   * the call's producer span, when there is one) with the trace context to store beside (never in) each
    * event's headers: JSON, undefined when there is none; what does not fit is left out, never refused.
    */
   publish(
-    topics: ReadonlySet<unknown>,
-    count: number,
+    items: readonly unknown[],
     insert: (traceContext: string | undefined) => Promise<PublishResult[]>,
   ): Promise<PublishResult[]>;
   /**

@@ -93,13 +93,14 @@ class OpenTelemetryTracer implements OutboxTracer {
   }
 
   async publish(
-    topics: ReadonlySet<unknown>,
-    count: number,
+    items: readonly unknown[],
     insert: (traceContext: string | undefined) => Promise<PublishResult[]>,
   ): Promise<PublishResult[]> {
     if (!this.publishSpans || !this.registered) return insert(this.capture(this.api.context.active()));
     const { api } = this;
+    const count = items.length;
     // One destination named when every event has the same topic (a batch of several topics has none).
+    const topics = new Set(items.map((item) => (item as { topic?: unknown } | null)?.topic));
     const [only] = topics;
     const topic = topics.size === 1 && typeof only === 'string' ? only : undefined;
     const span = this.tracer.startSpan(topic === undefined ? 'create' : `create ${topic}`, {

@@ -56,8 +56,7 @@ export class OutboxService {
     const { tracing } = this.options;
     if (!tracing || items.length === 0) return insert(undefined);
     // The caller's trace context, captured here: never at delivery, which runs in another's.
-    const topics = new Set(items.map((item) => (item as Partial<PublishManyItem> | null)?.topic));
-    return tracing.publish(topics, items.length, insert);
+    return tracing.publish(items, insert);
   }
 
   private async insert(
