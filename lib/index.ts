@@ -24,6 +24,7 @@ export type {
   OutboxTopicStats,
 } from './interfaces/outbox-operations.interface';
 export { OutboxWorker, type OutboxDrainResult, type OutboxPurgeResult } from './delivery/outbox.worker';
+export { currentOutboxMessage, type OutboxMessageContext } from './delivery/delivery-context';
 export { OutboxEvents } from './events/outbox-events';
 export {
   OutboxHealthIndicator,

@@ -5,6 +5,7 @@ import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface'
 import { OutboxHandlerTimeoutError } from '../errors/outbox.errors';
 import { snapshotMessage } from '../utils/message-snapshot';
 import { DeliveredMessage } from './delivered-message';
+import { runForEvent } from './delivery-context';
 import { HandlerWatchdog } from './handler-watchdog';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { DeliveryTarget } from './delivery-targets';
@@ -58,7 +59,7 @@ export class HandlerInvoker {
       abort.onGiveUp = (reason) => settle(reason, true);
       let result: unknown;
       try {
-        result = handler.invoke(message);
+        result = runForEvent(DeliveredMessage.eventOf(message), () => handler.invoke(message));
       } catch (error) {
         settle(error, true);
         return;

@@ -5,7 +5,7 @@ import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult } from '../store/claim-result';
 import type { OutboxStore } from '../store/outbox.store';
-import { aboutEvents } from '../utils/log-record';
+import { aboutEvent, aboutEvents } from '../utils/log-record';
 import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
 import type { OutboxDrainResult } from './drain-result';
 import { deadLetterReason, decideFailure, storableError, undecodableError } from './failure-policy';
@@ -96,7 +96,7 @@ export class OutcomeRecorder {
     scope.total.failed++;
     this.ledger.retryScheduled?.(retryDelayMs);
     const text = `attempt ${attempt} of ${maxAttempts} failed; retrying in ${retryDelayMs} ms or later: ${errorText}`;
-    this.logger.warn(aboutEvents(`Outbox event ${id} (${topic}) ${text}`, { eventId: id, topic }));
+    this.logger.warn(aboutEvent(`Outbox event ${id} (${topic}) ${text}`, event));
     return 'retried';
   }
 
@@ -123,7 +123,7 @@ export class OutcomeRecorder {
     if (event.seq === null || this.options.ordering.skipsDeadHead(event.topic)) return;
     const { id, topic, key } = event;
     const text = `Outbox key "${key}" blocked behind its dead head ${id} (${topic}): redrive or discard it`;
-    this.logger.warn(aboutEvents(text, { eventId: id, topic }));
+    this.logger.warn(aboutEvent(text, event));
     if (this.events.observed) this.events.emit({ type: 'key.blocked', key: key!, id, topic });
   }
 
@@ -221,9 +221,9 @@ export class OutcomeRecorder {
 
   /** A crash suspect (its previous attempt outlived its lease) runs alone, after the rest of its claim. */
   runsAlone(event: ClaimedEvent): void {
-    const { id: eventId, topic, attempts } = event;
+    const { id, topic, attempts } = event;
     const text = `attempt ${attempts - 1} did not finish before its lease expired; running attempt ${attempts} alone`;
-    this.logger.log(aboutEvents(`Outbox event ${eventId} (${topic}): ${text}`, { eventId, topic }));
+    this.logger.log(aboutEvent(`Outbox event ${id} (${topic}): ${text}`, event));
   }
 
   /**
@@ -289,7 +289,7 @@ export class OutcomeRecorder {
       this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason });
     }
     const text = `Dead-lettered outbox event ${event.id}${where}: ${error}`;
-    this.logger.error(aboutEvents(text, { eventId: event.id, topic: event.topic }));
+    this.logger.error(aboutEvent(text, event));
   }
 
   private storeFailed(what: string, ids: string[], error: unknown): void {
