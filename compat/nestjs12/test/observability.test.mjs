@@ -4,12 +4,16 @@ import { context, propagation, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { Registry } from 'prom-client';
+import { currentOutboxMessage } from 'nestjs-typeorm-outbox';
 import { BACKENDS } from '../support/databases.mjs';
 import { handlerClass, startApp } from '../support/app.mjs';
 
 class Orders {
+  /** The running event, as a logger's mixin reads it, after an await. */
+  static current = [];
   async placed() {
     await trace.getTracer('compat').startActiveSpan('charge card', async (span) => span.end());
+    Orders.current.push(currentOutboxMessage());
   }
 }
 handlerClass(Orders, 'placed', 'order.placed');
@@ -36,12 +40,18 @@ for (const backend of BACKENDS) {
         providers: [Orders],
         outbox: { worker: { enabled: false }, metrics: { prometheus: registry } },
       });
+      Orders.current.length = 0;
+      let id;
       const publisher = await trace.getTracer('compat').startActiveSpan('POST /orders', async (span) => {
-        await app.txHost.withTransaction(() => app.outbox.publish('order.placed', { n: 1 }));
+        ({ id } = await app.txHost.withTransaction(() =>
+          app.outbox.publish('order.placed', { n: 1 }, { key: 'order-1' }),
+        ));
         span.end();
         return span.spanContext();
       });
       assert.equal((await app.worker.drain()).delivered, 1);
+      assert.deepEqual(Orders.current, [{ eventId: id, topic: 'order.placed', key: 'order-1', attempt: 1 }]);
+      assert.equal(currentOutboxMessage(), undefined);
 
       // publish() is a producer span under the request's; the attempt continues it.
       const [create] = exporter.getFinishedSpans().filter((s) => s.name === 'create order.placed');
