@@ -10,6 +10,9 @@
  *                                    delivers, at most every 20 ms; stops on "go"
  *  lib-memory <db> <table> <batch> <total>  drains like lib-drain, printing RSS before, at each quarter, and after (run with --expose-gc)
  *  raw-memory <db> <table> <batch> <total>  the same with the hand-written drain loop: the baseline of what Node and the driver take
+ *  lib-bounds <db> <table> <variant> <url>  the worker of bounds.ts's run, its webhook posting to <url>; prints
+ *                                    "F <id> <target> <ms>" per fast handler call, and "M <most slow calls at once>
+ *                                    <slow calls>" when told to stop
  * With OUTBOX_BENCH_ORDERED=1 the library's modes order the bench topic per key (bench/ordered.ts).
  */
 import { createInterface } from 'node:readline';
@@ -18,6 +21,7 @@ import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
 import { BENCH_ORDERING } from './ordered';
+import { boundsApp, BoundsProbe, type BoundsVariant } from './bounds';
 import { handlerSpan, likeAnApplication, observabilityOptions, type ObservabilityVariant } from './observability';
 
 const [mode, db, table, batchText] = process.argv.slice(2) as [string, Db, string, string];
@@ -65,6 +69,19 @@ function memoryProbe(total: number) {
 }
 
 async function main() {
+  if (mode === 'lib-bounds') {
+    const [variant, url] = process.argv.slice(5) as [BoundsVariant, string];
+    const { providers, options } = boundsApp(variant, url);
+    const app = await libraryApp(db, table, options, 4, providers);
+    const probe = app.get(BoundsProbe);
+    probe.onFast = (id, target) => out(`F ${id} ${target} ${Date.now()}`);
+    out('READY');
+    createInterface({ input: process.stdin }).once('line', () => {
+      out(`M ${probe.maxRunning} ${probe.calls}`);
+      void app.close().then(() => process.exit(0));
+    });
+    return;
+  }
   if (mode === 'raw-memory') {
     const r = await raw(db, 4);
     out('READY');

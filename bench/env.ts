@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { Injectable, Module, type DynamicModule } from '@nestjs/common';
+import { Injectable, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ClsPluginTransactional } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
@@ -56,8 +56,14 @@ export class Sink {
   }
 }
 
-/** A Nest application context with the outbox on `table`. */
-export async function libraryApp(db: Db, table: string, outbox: Omit<OutboxModuleOptions, 'tableName'>, pool = 10) {
+/** A Nest application context with the outbox on `table`, and `providers` (the bench's handlers). */
+export async function libraryApp(
+  db: Db,
+  table: string,
+  outbox: Omit<OutboxModuleOptions, 'tableName'>,
+  pool = 10,
+  providers: Provider[] = [Sink],
+) {
   @Module({})
   class BenchModule {
     static forRoot(): DynamicModule {
@@ -76,7 +82,7 @@ export async function libraryApp(db: Db, table: string, outbox: Omit<OutboxModul
           }),
           OutboxModule.forRoot({ ...outbox, tableName: table }),
         ],
-        providers: [Sink],
+        providers,
       };
     }
   }

@@ -2,7 +2,8 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * slow-handler,memory,claim,operations,ordered,observability the measures; OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * slow-handler,bounds,memory,claim,operations,ordered,observability the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
+ * default 30, per run); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
@@ -27,6 +28,7 @@ import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from '.
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
+import { BOUNDS, boundsRun, type BoundsResult } from './bounds';
 import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
 import {
   observabilityEnv,
@@ -44,6 +46,7 @@ const LATEST_SECTIONS = [
   'drain',
   'latency',
   'slow-handler',
+  'bounds',
   'memory',
   'claim',
   'operations',
@@ -524,6 +527,33 @@ async function latency(
 }
 
 /**
+ * Per-target bounds (bounds.ts): fast targets beside a slow handler, at a steady rate; without the slow
+ * handler, with it at the default bound, and with `{ concurrency: 2 }`, each on a fresh table.
+ */
+async function bounds(db: Db): Promise<BoundsResult[]> {
+  const runs: BoundsResult[] = [];
+  for (const variant of ['none', 'default', 'two'] as const) {
+    const r = await raw(db, 1);
+    await dropTables(db, r, TABLE);
+    await createTables(db, r, TABLE);
+    const app = await libraryApp(db, TABLE, { worker: { enabled: false } }, 2);
+    const publisher = {
+      tx: app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost),
+      outbox: app.get(OutboxService),
+    };
+    try {
+      const spawnWorker = (url: string) => child(['lib-bounds', db, TABLE, variant, url]);
+      runs.push(await boundsRun(variant, spawnWorker, publisher, OUTBOX_DEFAULTS.worker.targetConcurrency));
+    } finally {
+      await app.close();
+      await dropTables(db, r, TABLE);
+      await r.close();
+    }
+  }
+  return runs;
+}
+
+/**
  * (d) RSS of a worker process before, at each quarter of, and after draining many events (after a full
  * GC): with the default batch (50, judged against the target) and with batch 500; and the hand-written
  * loop with the bare driver at batch 500, which shows what Node and the driver take by themselves.
@@ -644,6 +674,8 @@ async function main() {
     const slowRun = (slow: boolean) =>
       latency(db, 'own', { count: SIZES.slowRunEvents, everyMs: 5, batch: OUTBOX_DEFAULTS.worker.batchSize, slow });
     const s = SECTIONS.has('slow-handler') ? { without: await slowRun(false), with: await slowRun(true) } : undefined;
+    log(`— ${db}: per-target bounds`);
+    const b = SECTIONS.has('bounds') ? await bounds(db) : undefined;
     log(`— ${db}: memory`);
     const m = db === 'postgres' && SECTIONS.has('memory') ? await memory(db) : undefined;
     log(`— ${db}: claim cost`);
@@ -662,6 +694,7 @@ async function main() {
       latency: l,
       latencyRedis: lr,
       slowHandler: s,
+      bounds: b,
       memory: m,
       claimCost: c,
       operations: o,
@@ -697,6 +730,7 @@ type R = {
   latency?: Awaited<ReturnType<typeof latency>>;
   latencyRedis?: Awaited<ReturnType<typeof latency>>;
   slowHandler?: { without: Awaited<ReturnType<typeof latency>>; with: Awaited<ReturnType<typeof latency>> };
+  bounds?: BoundsResult[];
   memory?: Awaited<ReturnType<typeof memory>>;
   claimCost?: Awaited<ReturnType<typeof claimCost>>;
   operations?: OperationsResult;
@@ -799,6 +833,20 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
           `${SLOW_HANDLER_MS / 1000} s handler runs on the same instance, p50 / p95 / p99 (ms) | without it: ${ps(without)} | ` +
           `${ps(slow)} | ${f(slow.p99 / without.p99, 2)} (p99) | p99 ≤ 2× without: ${verdict(slow.p99 <= 2 * without.p99)} |`,
       );
+    }
+    if (r.bounds) {
+      const [without, ...runs] = r.bounds;
+      const ps = (l: BoundsResult) => `${f(l.p50)} / ${f(l.p95)} / ${f(l.p99)} (${l.received}/${l.expected})`;
+      for (const run of runs) {
+        const bound = run.variant === 'two' ? '`{ concurrency: 2 }`' : `the default bound (${run.slowBound})`;
+        const within = run.slowMaxRunning <= (run.slowBound ?? 0);
+        lines.push(
+          `| ${db} | commit → fast targets (2 handlers, a webhook), ${f(run.events)} events at ${f(run.ratePerSecond)}/s on 2 topics, ` +
+            `while a ${BOUNDS.slowMs / 1000} s handler with ${bound} shares one of them, p50 / p95 / p99 (ms) | without it: ${ps(without)} | ` +
+            `${ps(run)}; slow handler at most ${run.slowMaxRunning} at once (${run.slowCalls} calls) | ${f(run.p99 / without.p99, 2)} (p99) | ` +
+            `p99 ≤ 2× without: ${verdict(run.p99 <= 2 * without.p99)}; within its bound: ${verdict(within)} |`,
+        );
+      }
     }
     if (r.memory) {
       const { raw: base, libDefault, lib500 } = r.memory;

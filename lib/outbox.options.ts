@@ -52,6 +52,8 @@ export const OUTBOX_DEFAULTS = {
     pollIntervalMs: 1000,
     batchSize: 50,
     concurrency: 10,
+    /** One less than `concurrency` (at least 1), whatever `concurrency` is set to. */
+    targetConcurrency: 9,
     leaseMs: 60_000,
     renewLease: true,
     handlerTimeoutMs: 30_000,
@@ -167,11 +169,19 @@ function resolveChecked(options: OutboxModuleOptions, tableName: string): Resolv
   const w = optionSection('worker', options.worker, Object.keys(d.worker));
   const leaseMs = integerOption('worker.leaseMs', w.leaseMs, d.worker.leaseMs, LIMITS.leaseMs.min, LIMITS.leaseMs.max);
   const renewLease = booleanOption('worker.renewLease', w.renewLease, d.worker.renewLease);
+  const concurrency = integerOption('worker.concurrency', w.concurrency, d.worker.concurrency, 1, 1000);
   const worker: Required<OutboxWorkerOptions> = {
     enabled: booleanOption('worker.enabled', w.enabled, d.worker.enabled),
     pollIntervalMs: integerOption('worker.pollIntervalMs', w.pollIntervalMs, d.worker.pollIntervalMs, 10, 3_600_000),
     batchSize: integerOption('worker.batchSize', w.batchSize, d.worker.batchSize, 1, 5000),
-    concurrency: integerOption('worker.concurrency', w.concurrency, d.worker.concurrency, 1, 1000),
+    concurrency,
+    targetConcurrency: integerOption(
+      'worker.targetConcurrency',
+      w.targetConcurrency,
+      Math.max(1, concurrency - 1),
+      1,
+      1000,
+    ),
     leaseMs,
     renewLease,
     handlerTimeoutMs: integerOption(

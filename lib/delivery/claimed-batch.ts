@@ -16,6 +16,8 @@ import type { OutcomeRecorder } from './outcome-recorder';
 import type { DeliveryTarget, DeliveryTargets } from './delivery-targets';
 import type { OutboxAttemptOutcome } from '../interfaces/outbox-tracing.interface';
 
+const NONE: readonly DeliveryTarget[] = [];
+
 /** What every claimed batch of one worker works with. */
 export interface BatchContext {
   readonly options: ResolvedOutboxOptions;
@@ -196,7 +198,12 @@ export class ClaimedBatch {
       return false;
     }
 
-    const aborts = pending.map(() => new LazyAbort());
+    const { now, slots, full } = takeSlots(pending);
+    if (now.length === 0 && full.length > 0) {
+      await recorder.defer(event, this.scope, [], full);
+      return false;
+    }
+    const aborts = now.map(() => new LazyAbort());
     ledger.started(event.id, this.scope.token, aborts);
     // Its span (with tracing): the handlers run in it; it ends with the attempt's outcome.
     const span = options.tracing?.startAttempt(event);
@@ -205,8 +212,8 @@ export class ClaimedBatch {
       let outcomes: HandlerOutcome[];
       try {
         outcomes = span
-          ? await span.run(() => this.invoke(event, pending, aborts))
-          : await this.invoke(event, pending, aborts);
+          ? await span.run(() => this.invoke(event, now, aborts, slots))
+          : await this.invoke(event, now, aborts, slots);
       } finally {
         ledger.ended(event.id, this.scope.token);
       }
@@ -216,8 +223,13 @@ export class ClaimedBatch {
         return false;
       }
       if (handlers.length > 0 && outcomes.every((o) => !('error' in o))) {
-        outcome = 'success';
-        return true;
+        if (full.length === 0) {
+          outcome = 'success';
+          return true;
+        }
+        const succeeded = now.map((target) => target.name);
+        if (await recorder.defer(event, this.scope, succeeded, full)) outcome = 'deferred';
+        return false;
       }
       if (span) for (const o of outcomes) if ('error' in o) span.failed(o.handler.name, o.error);
       outcome = await recorder.fail(event, this.scope, handlers.length, outcomes);
@@ -227,19 +239,72 @@ export class ClaimedBatch {
     }
   }
 
-  /** Calls each of `pending` with its message of `event`; resolves with their outcomes. */
+  /**
+   * Calls each of `pending` with its message of `event`, once it has its slot (`slots[i]`, when it waits
+   * for one); resolves with their outcomes. Each gives its slot back as its call settles (or times out).
+   */
   private invoke(
     event: ClaimedEvent,
     pending: readonly DeliveryTarget[],
     aborts: LazyAbort[],
+    slots: ReadonlyArray<Promise<void> | undefined> | undefined,
   ): Promise<HandlerOutcome[]> {
     const { invoker } = this.ctx;
+    const call = (target: DeliveryTarget, message: DeliveredMessage): Promise<HandlerOutcome> => {
+      const { bound } = target;
+      const startedAt = bound.now();
+      return invoker.invoke(target, message).then((outcome) => {
+        bound.give(startedAt);
+        return outcome;
+      });
+    };
     // One target, the common case, without the arrays of messages and promises.
     if (pending.length === 1) {
-      return invoker.invoke(pending[0], new DeliveredMessage(event, aborts[0], false)).then((outcome) => [outcome]);
+      const message = new DeliveredMessage(event, aborts[0], false);
+      const slot = slots?.[0];
+      return (slot ? slot.then(() => call(pending[0], message)) : call(pending[0], message)).then((o) => [o]);
     }
     // Every copy is made before any handler runs (and may change what it was given).
     const messages = pending.map((_, i) => new DeliveredMessage(event, aborts[i], i > 0));
-    return Promise.all(pending.map((handler, i) => invoker.invoke(handler, messages[i])));
+    return Promise.all(
+      pending.map((target, i) => {
+        const slot = slots?.[i];
+        return slot ? slot.then(() => call(target, messages[i])) : call(target, messages[i]);
+      }),
+    );
   }
+}
+
+/**
+ * The slots of `targets` for one event: each runs at most its `concurrency` calls at once. `now`: those
+ * that run in this attempt, at once or (`slots[i]`) once a call of theirs ends soon; `full`: those whose
+ * calls are long and every slot taken, whose share waits in the table while the others are delivered.
+ * The calls with a slot start at once, never behind a wait: no slot is held by a call waiting for another.
+ */
+function takeSlots(targets: readonly DeliveryTarget[]): {
+  now: readonly DeliveryTarget[];
+  slots: Array<Promise<void> | undefined> | undefined;
+  full: readonly DeliveryTarget[];
+} {
+  if (targets.length === 1) {
+    const { bound } = targets[0];
+    if (bound.take()) return { now: targets, slots: undefined, full: NONE };
+    return bound.worthWaiting()
+      ? { now: targets, slots: [bound.wait()], full: NONE }
+      : { now: NONE, slots: undefined, full: targets };
+  }
+  const now: DeliveryTarget[] = [];
+  const slots: Array<Promise<void> | undefined> = [];
+  const full: DeliveryTarget[] = [];
+  for (const target of targets) {
+    const { bound } = target;
+    if (bound.take()) slots.push(undefined);
+    else if (bound.worthWaiting()) slots.push(bound.wait());
+    else {
+      full.push(target);
+      continue;
+    }
+    now.push(target);
+  }
+  return { now, slots, full };
 }

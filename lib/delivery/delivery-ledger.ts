@@ -40,6 +40,8 @@ export class DeliveryLedger {
   private waiters: Array<{ holds: () => boolean; resolve: () => void }> = [];
   /** Told of every retry scheduled, with its delay: the scheduled worker wakes for it. */
   retryScheduled: ((delayMs: number) => void) | undefined;
+  /** For each drain result, when the last share deferred into it falls due (epoch ms), until taken. */
+  private readonly deferredDue = new WeakMap<OutboxDrainResult, number>();
 
   /** Shutdown has begun: nothing new is claimed or started. */
   get stopping(): boolean {
@@ -146,6 +148,20 @@ export class DeliveryLedger {
   /** Ends every renewal: one on its way finishes first. */
   async stopRenewals(): Promise<void> {
     await Promise.all([...this.renewals].map((renewal) => renewal.stop()));
+  }
+
+  /** An event's share for a full target went back, due in `delayMs`, counted into `total`. */
+  deferred(total: OutboxDrainResult, delayMs: number): void {
+    const at = Date.now() + delayMs;
+    if (at > (this.deferredDue.get(total) ?? 0)) this.deferredDue.set(total, at);
+    this.retryScheduled?.(delayMs);
+  }
+
+  /** When the last share deferred into `total` since the previous call falls due (epoch ms); undefined if none was. */
+  takeDeferredDue(total: OutboxDrainResult): number | undefined {
+    const at = this.deferredDue.get(total);
+    this.deferredDue.delete(total);
+    return at;
   }
 
   /** A drain result counted into from now until the returned function is called: shutdown reports from it. */

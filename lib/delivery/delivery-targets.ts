@@ -7,6 +7,7 @@ import { TransportRegistry } from '../transports/transport-registry';
 import { topicMatches } from '../utils/topic';
 import type { OutboxTracer } from '../interfaces/outbox-tracing.interface';
 import { DeliveredMessage } from './delivered-message';
+import { TargetBound } from './target-bound';
 
 /** Something an event is delivered to: a discovered handler, or a route to a transport. */
 export interface DeliveryTarget {
@@ -16,6 +17,8 @@ export interface DeliveryTarget {
   kind: 'handler' | 'route';
   timeoutMs: number;
   retry: TargetRetry;
+  /** How many of its calls run at once here: one per `@OutboxHandler()` and per route, whatever the topic. */
+  bound: TargetBound;
   invoke: OutboxHandlerFn;
 }
 
@@ -30,19 +33,28 @@ const TARGET_CACHE_LIMIT = 10_000;
 export class DeliveryTargets {
   private readonly handlers = new Map<string, DeliveryTarget[]>();
   private readonly cache = new Map<string, readonly DeliveryTarget[]>();
+  /** A route's bound holds for every topic it matches. */
+  private readonly routeBounds: TargetBound[];
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly transports: TransportRegistry,
-  ) {}
+  ) {
+    this.routeBounds = options.routes.map((route) => this.bound(route.concurrency));
+  }
+
+  private bound(concurrency: number): TargetBound {
+    return new TargetBound(concurrency);
+  }
 
   hasHandler(topic: string, name: string): boolean {
     return this.handlers.get(topic)?.some((h) => h.name === name) ?? false;
   }
 
-  addHandler(topic: string, handler: Omit<DeliveryTarget, 'kind'>): void {
+  addHandler(topic: string, handler: Omit<DeliveryTarget, 'kind' | 'bound'> & { concurrency: number }): void {
     const handlers = this.handlers.get(topic) ?? [];
-    handlers.push({ ...handler, kind: 'handler' });
+    const { concurrency, ...target } = handler;
+    handlers.push({ ...target, kind: 'handler', bound: this.bound(concurrency) });
     this.handlers.set(topic, handlers);
     this.cache.clear();
   }
@@ -52,7 +64,7 @@ export class DeliveryTargets {
     if (cached) return cached;
     const targets: DeliveryTarget[] = [...(this.handlers.get(topic) ?? [])];
     const { tracing } = this.options;
-    for (const route of this.options.routes) {
+    for (const [i, route] of this.options.routes.entries()) {
       const name = `transport:${route.transport}`;
       if (!topicMatches(route.topic, topic) || targets.some((t) => t.name === name)) continue;
       targets.push({
@@ -60,6 +72,7 @@ export class DeliveryTargets {
         kind: 'route',
         timeoutMs: route.timeoutMs,
         retry: route.retry,
+        bound: this.routeBounds[i],
         invoke: tracing ? forwarding(tracing, this.transports.sender(route)) : this.transports.sender(route),
       });
     }

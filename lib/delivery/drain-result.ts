@@ -9,6 +9,11 @@ export interface OutboxDrainResult {
   /** Events given back unstarted (shutdown, or too little lease left to start). */
   released: number;
   /**
+   * Events some of whose targets were full (each runs at most its `concurrency` calls at once): the
+   * others were delivered, and the event went back, uncounted, due when those should have room.
+   */
+  deferred: number;
+  /**
    * Acknowledgements, failures and releases the database rejected because the claim had lost its
    * lease. A database error while recording is logged and not counted here: the lease decides then.
    */
@@ -16,5 +21,5 @@ export interface OutboxDrainResult {
 }
 
 export function emptyResult(): OutboxDrainResult {
-  return { delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 };
+  return { delivered: 0, failed: 0, deadLettered: 0, released: 0, deferred: 0, lostLeases: 0 };
 }

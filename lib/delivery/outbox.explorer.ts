@@ -13,7 +13,7 @@ import { aboutEvents } from '../utils/log-record';
 import { DeliveryTargets } from './delivery-targets';
 import { StartRefusal } from '../store/start-refusal';
 
-const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry'];
+const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry', 'concurrency'];
 
 /**
  * Finds `@OutboxHandler()` methods on providers and controllers once, at module init, checks their

@@ -10,6 +10,7 @@ import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
 import type { OutboxDrainResult } from './drain-result';
 import { deadLetterReason, decideFailure, storableError, undecodableError } from './failure-policy';
 import type { HandlerOutcome } from './handler-invoker';
+import type { DeliveryTarget } from './delivery-targets';
 
 type UndecodableRow = ClaimResult['undecodable'][number];
 /** What a failure's write recorded: `lease-lost` when the lease had run out. */
@@ -176,6 +177,30 @@ export class OutcomeRecorder {
     }
   }
 
+  /**
+   * An event some of whose targets were full (`deferred`): the others succeeded (`done`, added to those
+   * done before); it goes back uncounted, due when the first of the full ones should have a free slot.
+   */
+  async defer(
+    event: ClaimedEvent,
+    scope: ClaimScope,
+    done: string[],
+    deferred: readonly DeliveryTarget[],
+  ): Promise<boolean> {
+    const delayMs = Math.min(...deferred.map((target) => target.bound.deferralMs()));
+    const completed = done.length === 0 ? event.completedHandlers : [...event.completedHandlers, ...done];
+    const { id, topic } = event;
+    const run = () => this.store.defer(id, scope.token, completed, delayMs);
+    if (!(await this.fenced(id, scope, 'deferral', run))) return false;
+    scope.total.deferred++;
+    this.ledger.deferred(scope.total, delayMs);
+    if (this.events.observed) {
+      const targets = deferred.map((target) => target.name);
+      this.events.emit({ type: 'deferred', id, topic, targets, delayMs });
+    }
+    return true;
+  }
+
   /** Gives claimed events back uncounted, in one statement; resolves with how many went back. */
   async releaseUnstarted(ids: string[], scope: ClaimScope, why: OutboxReleaseReason): Promise<number> {
     try {
@@ -226,28 +251,32 @@ export class OutcomeRecorder {
     this.logger.log(aboutEvent(`Outbox event ${id} (${topic}): ${text}`, event));
   }
 
+  /** The fenced write of one event's failure (`update`) or, without it, its release uncounted. */
+  private write(id: string, scope: ClaimScope, update: FailureUpdate | undefined, frontOf?: string): Promise<boolean> {
+    const { store } = this;
+    return update
+      ? this.fenced(id, scope, 'failure', () => store.fail(id, scope.token, update, frontOf))
+      : this.fenced(id, scope, 'release', () => store.release(id, scope.token, true));
+  }
+
   /**
-   * The fenced write of one event's failure (`update`) or, without it, its release uncounted. True when
-   * applied; else refused (counted and reported), failed, or skipped after shutdown, and logged.
+   * Runs the fenced write `run` of one event: true when applied; else refused (counted and reported),
+   * failed, or skipped after shutdown, and logged.
    */
-  private async write(
+  private async fenced(
     id: string,
     scope: ClaimScope,
-    update: FailureUpdate | undefined,
-    frontOf?: string,
+    what: 'failure' | 'release' | 'deferral',
+    run: () => Promise<boolean>,
   ): Promise<boolean> {
-    const what = update ? 'failure' : 'release';
     if (this.ledger.closed) {
       const text = `Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`;
       this.logger.warn(aboutEvents(text, id));
       return false;
     }
     try {
-      const written = update
-        ? await this.store.fail(id, scope.token, update, frontOf)
-        : await this.store.release(id, scope.token, true);
-      if (written) return true;
-      this.refused([id], 1, update ? 'fail' : 'release', scope.total);
+      if (await run()) return true;
+      this.refused([id], 1, what === 'failure' ? 'fail' : 'release', scope.total);
       const text = `Outbox ${what} of event ${id} rejected: its lease expired and another claim took it`;
       this.logger.warn(aboutEvents(text, id));
       return false;

@@ -16,15 +16,19 @@ import { validateTopicPattern } from '../utils/topic';
  * Where events go besides handlers (the `routes` option), and the per-target policy (timeout, backoff bounds, attempts) of handlers
  * and routes: resolved from the module options once, at start-up.
  */
-const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry'];
+const ROUTE_KEYS = ['topic', 'transport', 'options', 'timeoutMs', 'retry', 'concurrency'];
 
-/** Resolves the per-target timeout and backoff bounds of a handler or a route against the defaults. */
+/** Resolves the per-target timeout, backoff bounds and concurrency of a handler or a route against the defaults. */
 export function targetPolicy(
   option: (key: string) => string,
-  given: { timeoutMs?: unknown; retry?: { initialDelayMs?: unknown; maxDelayMs?: unknown; maxAttempts?: unknown } },
+  given: {
+    timeoutMs?: unknown;
+    retry?: { initialDelayMs?: unknown; maxDelayMs?: unknown; maxAttempts?: unknown };
+    concurrency?: unknown;
+  },
   worker: Required<OutboxWorkerOptions>,
   retry: Required<OutboxRetryOptions>,
-): { timeoutMs: number; retry: TargetRetry } {
+): { timeoutMs: number; retry: TargetRetry; concurrency: number } {
   const max = maxHandlerTimeoutMs(worker);
   const timeoutMs = integerOption(option('timeoutMs'), given.timeoutMs, worker.handlerTimeoutMs, 1, max);
   if (!worker.renewLease) assertTimeoutBelowLease(option('timeoutMs'), timeoutMs, worker.leaseMs);
@@ -57,7 +61,8 @@ export function targetPolicy(
       LIMITS.maxAttempts.max,
     ),
   );
-  return { timeoutMs, retry: { initialDelayMs, maxDelayMs, maxAttempts } };
+  const concurrency = integerOption(option('concurrency'), given.concurrency, worker.targetConcurrency, 1, 1000);
+  return { timeoutMs, retry: { initialDelayMs, maxDelayMs, maxAttempts }, concurrency };
 }
 
 export function resolveRoutes(

@@ -15,6 +15,7 @@ export type OutboxLifecycleEvent =
   | OutboxRetryScheduledEvent
   | OutboxDeadLetteredEvent
   | OutboxReleasedEvent
+  | OutboxDeferredEvent
   | OutboxLeaseLostEvent
   | OutboxWorkerStartedEvent
   | OutboxWorkerStoppedEvent
@@ -165,6 +166,20 @@ export interface OutboxReleasedEvent {
   ids: string[];
   uncounted: boolean;
   why: OutboxReleaseReason;
+}
+
+/**
+ * An event's share for `targets` went back to the table, its attempt uncounted, due in `delayMs`: each
+ * of them ran as many calls at once as its `concurrency` allows. Its other targets were delivered in
+ * this attempt (and are recorded as done); none failed.
+ */
+export interface OutboxDeferredEvent {
+  type: 'deferred';
+  at: Date;
+  id: string;
+  topic: string;
+  targets: string[];
+  delayMs: number;
 }
 
 /**

@@ -46,6 +46,12 @@ export interface OutboxHandlerOptions {
    * dead-lettered when a handler fails on its own last attempt.
    */
   retry?: { initialDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
+  /**
+   * How many calls of this handler run at once on this instance (1 to 1000). An event whose share for
+   * this handler finds it full is delivered to its other targets, and its share here goes back to the
+   * table, uncounted, due when a call is expected to have ended. Default `worker.targetConcurrency`.
+   */
+  concurrency?: number;
 }
 
 export type OutboxHandlerFn<T = unknown> = (message: OutboxMessage<T>) => Promise<void> | void;

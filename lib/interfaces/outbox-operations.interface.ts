@@ -54,8 +54,8 @@ export interface OutboxEventView extends Pick<
   /** Attempts counted since it was published or last redriven. */
   attempts: number;
   /**
-   * The handlers and routes that succeeded in an earlier attempt, one that failed as a whole: a retry
-   * runs only the others. `[]` for an event delivered at its first attempt — all of its targets
+   * The handlers and routes that succeeded in an earlier attempt, one that failed as a whole or whose
+   * other targets were full (their `concurrency`): a retry runs only the others. `[]` for an event delivered at its first attempt — all of its targets
    * succeeded then, and none was left for later.
    */
   succeededEarlier: string[];

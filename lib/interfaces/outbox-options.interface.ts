@@ -39,6 +39,14 @@ export interface OutboxWorkerOptions {
    */
   concurrency?: number;
   /**
+   * The default bound of each handler and route: how many calls of it run at once on this instance
+   * (1 to 1000; a target's own `concurrency` option overrides it). An event's share for a target that
+   * is full goes back to the table, due when a call of it should have ended, while the event's other
+   * targets are delivered. Default one less than `concurrency` (at least 1): no one target can hold
+   * every lane.
+   */
+  targetConcurrency?: number;
+  /**
    * How long a claim owns an event before another worker may take it, in ms (1 s to 1 h). With
    * `renewLease`, how soon the events of a worker that died are delivered by another. Default 60000.
    */
@@ -196,4 +204,5 @@ export interface TargetRetry {
 export interface ResolvedRoute extends OutboxRoute {
   timeoutMs: number;
   retry: TargetRetry;
+  concurrency: number;
 }

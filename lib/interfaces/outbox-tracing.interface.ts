@@ -50,7 +50,14 @@ export interface TracedEvent {
 }
 
 /** How an attempt ended, as its span's `outbox.outcome` says. */
-export type OutboxAttemptOutcome = 'success' | 'retried' | 'dead-lettered' | 'lease-lost' | 'not-recorded';
+export type OutboxAttemptOutcome =
+  | 'success'
+  | 'retried'
+  | 'dead-lettered'
+  | 'lease-lost'
+  | 'not-recorded'
+  /** Every target that ran succeeded; the others were full (their `concurrency`) and wait in the table. */
+  | 'deferred';
 
 /** The span of one delivery attempt (internal). */
 export interface OutboxAttemptSpan {

@@ -18,6 +18,11 @@ export interface OutboxRoute {
    * the event is dead-lettered when it fails here on its `maxAttempts`-th attempt).
    */
   retry?: { initialDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
+  /**
+   * How many sends of this route run at once on this instance (1 to 1000); an event's share that finds
+   * it full waits in the table while its other targets are delivered. Default `worker.targetConcurrency`.
+   */
+  concurrency?: number;
 }
 
 /**

@@ -210,7 +210,7 @@ class AttemptSpan implements OutboxAttemptSpan {
   end(outcome: OutboxAttemptOutcome): void {
     const { span } = this;
     span.setAttribute('outbox.outcome', outcome);
-    if (outcome !== 'success') {
+    if (outcome !== 'success' && outcome !== 'deferred') {
       span.setAttribute('error.type', this.firstError?.type ?? outcome);
       span.setStatus({ code: this.api.SpanStatusCode.ERROR, message: this.firstError?.message ?? outcome });
     }

@@ -1,5 +1,5 @@
 import { acknowledgeStatement, deliveredStatement } from '../dialects/shared/outcome-statements';
-import { failStatement, releaseStatement } from '../dialects/shared/outcome-statements';
+import { deferStatement, failStatement, releaseStatement } from '../dialects/shared/outcome-statements';
 import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -212,6 +212,15 @@ export class OutboxStore implements OnModuleInit {
   async releaseMany(ids: string[], token: string, uncount: boolean): Promise<number> {
     if (ids.length === 0) return 0;
     return (await this.executor.run(releaseStatement(this.dialect.flavor, this.table, ids, token, uncount))).affected;
+  }
+
+  /**
+   * Gives an event back uncounted, due in `delayMs`, with the targets it has done (see `deferStatement`);
+   * false when the token no longer holds it.
+   */
+  async defer(id: string, token: string, completedHandlers: string[], delayMs: number): Promise<boolean> {
+    const statement = deferStatement(this.dialect.flavor, this.table, id, token, completedHandlers, delayMs);
+    return (await this.executor.run(statement)).affected === 1;
   }
 
   /** Extends, by `leaseMs`, the lease of those of `ids` that `token` still holds; returns their ids. */

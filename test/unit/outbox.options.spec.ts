@@ -169,8 +169,25 @@ describe('resolveOutboxOptions', () => {
         options: { url: 'https://example.test/in' },
         timeoutMs: 30_000,
         retry: { initialDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10 },
+        concurrency: 9,
       },
     ]);
+  });
+
+  it("bounds each target by one less than the worker's lanes, or as told", () => {
+    const hooks = (route: object) => ({
+      transports: [transport('hooks')],
+      routes: [{ topic: '#', transport: 'hooks', ...route }],
+    });
+    expect(resolveOutboxOptions({}).worker.targetConcurrency).toBe(9);
+    expect(resolveOutboxOptions({ worker: { concurrency: 4 } }).worker.targetConcurrency).toBe(3);
+    expect(resolveOutboxOptions({ worker: { concurrency: 1 } }).worker.targetConcurrency).toBe(1);
+    expect(resolveOutboxOptions({ worker: { targetConcurrency: 2 } }).worker.targetConcurrency).toBe(2);
+    expect(resolveOutboxOptions(hooks({})).routes[0].concurrency).toBe(9);
+    expect(
+      resolveOutboxOptions({ ...hooks({ concurrency: 3 }), worker: { targetConcurrency: 2 } }).routes[0].concurrency,
+    ).toBe(3);
+    expect(resolveOutboxOptions({ ...hooks({}), worker: { targetConcurrency: 2 } }).routes[0].concurrency).toBe(2);
   });
 
   it.each([
@@ -182,6 +199,12 @@ describe('resolveOutboxOptions', () => {
     ['worker.enabled', { worker: { enabled: 'false' } }, /true or false, got the string "false"/],
     ['worker.pollIntervalMs', { worker: { pollIntervalMs: Infinity } }, /whole number/],
     ['worker.leaseMs', { worker: { leaseMs: 500 } }, /from 1000 to 3600000/],
+    ['worker.targetConcurrency', { worker: { targetConcurrency: 0 } }, /from 1 to 1000, got 0/],
+    [
+      'routes[0].concurrency',
+      { transports: [transport('t')], routes: [{ topic: '#', transport: 't', concurrency: 1.5 }] },
+      /whole number/,
+    ],
     [
       'worker.handlerTimeoutMs',
       { worker: { renewLease: false, leaseMs: 10_000, handlerTimeoutMs: 20_000 } },

@@ -100,6 +100,28 @@ export function releaseStatement(
 }
 
 /**
+ * Gives a claimed event back, its attempt uncounted, due in `delayMs`, with `completedHandlers` (its
+ * targets done so far): the share of its targets that were full waits for them; it keeps its status.
+ */
+export function deferStatement(
+  f: SqlFlavor,
+  table: OutboxTable,
+  id: string,
+  token: string,
+  completedHandlers: string[],
+  delayMs: number,
+): Statement {
+  const b = new StatementBuilder(f.placeholder);
+  const c = f.ident;
+  const p = b.named({ id, token, handlers: JSON.stringify(completedHandlers) });
+  return b.statement(
+    `UPDATE ${f.byId(table)} SET ${c('claim_token')} = NULL, ${c('available_at')} = ${f.later(b.bind, delayMs)}, ` +
+      `${c('completed_handlers')} = ${f.json(p.handlers)}, ${c('attempts')} = ${c('attempts')} - 1 ` +
+      `WHERE ${c('id')} = ${p.id} AND ${held(f, p.token)}`,
+  );
+}
+
+/**
  * Extends to `leaseMs` from now the lease of those of `ids` that `token` still holds; `around` puts the
  * update into the statement the database returns its rows from.
  */

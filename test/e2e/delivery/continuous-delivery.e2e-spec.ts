@@ -23,7 +23,7 @@ describe.each(backends())('continuous delivery on %s', (backend) => {
   });
 
   it('shares `concurrency` lanes among its claims, and claims nothing while every lane is busy', async () => {
-    const { app, b, publish } = await start({ worker: { ...SCHEDULED, concurrency: 2 } });
+    const { app, b, publish } = await start({ worker: { ...SCHEDULED, concurrency: 2, targetConcurrency: 2 } });
     // Each in a transaction of its own, so each wakes the worker for a claim of its own.
     const first = await publish('blocking', { n: 1 });
     await b.entered.promise;

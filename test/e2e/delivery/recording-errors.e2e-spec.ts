@@ -1,11 +1,12 @@
 import { backends } from '../../fixtures/backends';
 import type { TestApp } from '../../fixtures/test-app';
 import { workerApps } from '../../fixtures/worker-app';
+import { drained } from '../../fixtures/drain-result';
 
 const dropOutbox = (app: TestApp) => app.raw.query(`DROP TABLE "${app.table}"`);
 
 /** A drain's result when nothing could be recorded, and nothing is counted. */
-const NOTHING_DONE = { delivered: 0, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 };
+const NOTHING_DONE = drained({});
 
 describe.each(backends())('a database error while the worker records, on %s', (backend) => {
   const start = workerApps(backend);

@@ -15,6 +15,7 @@ import {
 } from '../../../lib';
 import { backends, removeSqliteFile, sqliteBackends, sqliteFile, uniqueName } from '../../fixtures/backends';
 import { clsImports, createTestApp, outboxRows, typeOrmOptions, type TestApp } from '../../fixtures/test-app';
+import { drained } from '../../fixtures/drain-result';
 
 @Injectable()
 class OrderHandlers {
@@ -76,7 +77,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
     expect(outbox.handled()).toEqual([]);
     expect((await outboxRows(app)).map((row) => row.status)).toEqual(['pending']);
 
-    expect(await outbox.drain()).toEqual({ delivered: 1, failed: 0, deadLettered: 0, released: 0, lostLeases: 0 });
+    expect(await outbox.drain()).toEqual(drained({ delivered: 1 }));
     expect(outbox.handled('order.placed')).toEqual([
       {
         id,
@@ -97,7 +98,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
     handlers.failuresLeft = 1;
     const { id } = await publish('order.placed', { orderId: 'o-2' });
 
-    expect(await outbox.drain()).toEqual({ delivered: 1, failed: 1, deadLettered: 0, released: 0, lostLeases: 0 });
+    expect(await outbox.drain()).toEqual(drained({ delivered: 1, failed: 1 }));
     expect(outbox.failed('order.placed')).toEqual([
       expect.objectContaining({ id, handler: 'OrderHandlers.mail', attempt: 1, error: 'Error: mail server said 451' }),
     ]);
@@ -114,7 +115,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
       app.outbox.publish('order.placed', { orderId: 'o-3' }, { key: 'o-3', headers: { 'x-trace': 't3' } }),
     );
 
-    expect(await outbox.drain()).toEqual({ delivered: 0, failed: 2, deadLettered: 1, released: 0, lostLeases: 0 });
+    expect(await outbox.drain()).toEqual(drained({ failed: 2, deadLettered: 1 }));
     expect(outbox.failed().map((run) => run.attempt)).toEqual([1, 2, 3]);
     expect(outbox.deadLettered<{ orderId: string }>()).toEqual([
       {
@@ -152,7 +153,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
     const { id } = await publish('order.placed', { orderId: 'o-4' });
 
     const result = await outbox.drain();
-    expect(result).toEqual({ delivered: 1, failed: 1, deadLettered: 0, released: 0, lostLeases: 0 });
+    expect(result).toEqual(drained({ delivered: 1, failed: 1 }));
     expect(outbox.sent('order.placed')).toEqual([
       expect.objectContaining({ id, topic: 'order.placed', payload: { orderId: 'o-4' }, attempt: 2 }),
     ]);

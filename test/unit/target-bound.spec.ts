@@ -1,0 +1,67 @@
+import { TargetBound } from '../../lib/delivery/target-bound';
+
+/** Only the clock of `performance.now()` is faked: the bound reads nothing else. */
+beforeEach(() => jest.useFakeTimers({ doNotFake: ['setTimeout', 'setInterval', 'setImmediate', 'nextTick'] }));
+afterEach(() => jest.useRealTimers());
+
+describe('TargetBound', () => {
+  it('gives out at most its concurrency of slots, and one more once a call settled', () => {
+    const bound = new TargetBound(2);
+    expect([bound.take(), bound.take(), bound.take()]).toEqual([true, true, false]);
+    bound.give(bound.now());
+    expect([bound.take(), bound.take()]).toEqual([true, false]);
+  });
+
+  it('hands a settled call’s slot to the share that waited first, and keeps the count at the bound', async () => {
+    const bound = new TargetBound(1);
+    const order: string[] = [];
+    expect(bound.take()).toBe(true);
+    const first = bound.wait().then(() => order.push('first'));
+    const second = bound.wait().then(() => order.push('second'));
+    bound.give(bound.now());
+    await first;
+    expect(order).toEqual(['first']);
+    // The slot went to the first waiter: still none free.
+    expect(bound.take()).toBe(false);
+    bound.give(bound.now());
+    await second;
+    expect(order).toEqual(['first', 'second']);
+    bound.give(bound.now());
+    expect(bound.take()).toBe(true);
+  });
+
+  it('has a share wait on its lane while calls are short, and go back to the table once they are long', () => {
+    const bound = new TargetBound(2);
+    bound.take();
+    bound.take();
+    // No call has ended: the first has run for 5 ms, so far.
+    jest.advanceTimersByTime(5);
+    expect(bound.worthWaiting()).toBe(true);
+    // It has run for 50 ms: slots free slowly.
+    jest.advanceTimersByTime(45);
+    expect(bound.worthWaiting()).toBe(false);
+    // Calls of 10 ms on average: a slot every 5 ms.
+    const started = bound.now();
+    jest.advanceTimersByTime(10);
+    bound.give(started);
+    expect(bound.worthWaiting()).toBe(true);
+  });
+
+  it('puts off the shares of a full target one after the other, at the rate its slots free', () => {
+    const bound = new TargetBound(2);
+    bound.take();
+    const started = bound.now();
+    jest.advanceTimersByTime(4000);
+    // One call took 4 s: with 2 slots, one frees every 2 s.
+    bound.give(started);
+    bound.take();
+    bound.take();
+    expect([bound.deferralMs(), bound.deferralMs(), bound.deferralMs()]).toEqual([2000, 4000, 6000]);
+    // Time passes: the queue of shares put off moves with it.
+    jest.advanceTimersByTime(5000);
+    expect(bound.deferralMs()).toBe(3000);
+    // Long after the last one was due, the next is due a slot's time from now.
+    jest.advanceTimersByTime(60_000);
+    expect(bound.deferralMs()).toBe(2000);
+  });
+});
