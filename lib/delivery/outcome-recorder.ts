@@ -85,14 +85,15 @@ export class OutcomeRecorder {
     }
     if (deadLetter) {
       const after = ` (${event.topic}) after attempt ${event.attempts}${nonRetryable ? ' (non-retryable)' : ''}`;
-      this.dead(scope.total, event, errorText, nonRetryable ? 'non-retryable' : 'handler', after);
+      this.dead(scope.total, event, errorText, nonRetryable ? 'non-retryable' : 'handler', after, outcomes);
       this.blocked(event);
       return 'dead-lettered';
     }
     const { id, topic, attempts: attempt } = event;
     if (this.events.observed) {
       const dueAt = new Date(Date.now() + retryDelayMs);
-      this.events.emit({ type: 'retry.scheduled', id, topic, attempt, delayMs: retryDelayMs, dueAt, error: errorText });
+      const failure = { error: errorText, failedHandlers: failedNames(outcomes) };
+      this.events.emit({ type: 'retry.scheduled', id, topic, attempt, delayMs: retryDelayMs, dueAt, ...failure });
     }
     scope.total.failed++;
     this.ledger.retryScheduled?.(retryDelayMs);
@@ -295,13 +296,14 @@ export class OutcomeRecorder {
     if (this.events.observed) this.events.emit({ type: 'lease.lost', ids, count, what });
   }
 
-  /** Dead: counted, reported and logged; `where` follows the id in the log line. */
+  /** Dead: counted, reported and logged; `where` follows the id in the log line, `outcomes` are its attempt's. */
   private dead(
     total: OutboxDrainResult,
     event: DeadEvent,
     error: string,
     reason: OutboxDeadLetterReason,
     where: string,
+    outcomes: readonly HandlerOutcome[] = [],
   ): void {
     total.deadLettered++;
     this.options.testing?.eventDeadLettered({
@@ -315,7 +317,8 @@ export class OutcomeRecorder {
     });
     if (this.events.observed) {
       const { id, topic, attempts: attempt } = event;
-      this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason });
+      const failedHandlers = failedNames(outcomes);
+      this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason, failedHandlers });
     }
     const text = `Dead-lettered outbox event ${event.id}${where}: ${error}`;
     this.logger.error(aboutEvent(text, event));
@@ -326,4 +329,9 @@ export class OutcomeRecorder {
     const text = `Outbox ${what} of event ${ids.join(', ')} failed; its lease will expire: ${described}`;
     this.logger.error(aboutEvents(text, ids.length === 1 ? ids[0] : ids));
   }
+}
+
+/** The names of the targets that failed, for the lifecycle events (built only while someone observes). */
+function failedNames(outcomes: readonly HandlerOutcome[]): string[] {
+  return outcomes.filter((o) => 'error' in o).map((o) => o.handler.name);
 }

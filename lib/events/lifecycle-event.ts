@@ -98,6 +98,8 @@ export interface OutboxRetryScheduledEvent {
   dueAt: Date;
   /** Each failed handler's name and error, joined by `; ` (as stored in `last_error`). */
   error: string;
+  /** The targets that failed in this attempt (as `handler.failed` names them); empty when its topic has none. */
+  failedHandlers: string[];
 }
 
 /**
@@ -122,6 +124,11 @@ export interface OutboxDeadLetteredEvent {
   attempt: number;
   error: string;
   reason: OutboxDeadLetterReason;
+  /**
+   * The targets whose failure in this attempt ended it (as `handler.failed` names them); empty when none
+   * ran: no target for its topic, `attempts-exhausted-at-claim`, `undecodable`.
+   */
+  failedHandlers: string[];
 }
 
 /**

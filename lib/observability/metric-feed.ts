@@ -4,15 +4,26 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { OutboxOperations } from '../operations/outbox-operations.service';
 
 /**
+ * The target of the deliveries counted for an attempt in which no target ran: its topic has none, its
+ * last attempt outlived its lease (dead-lettered at claim), or its row cannot be read back. Targets are
+ * named `Class.method` or `transport:<name>`, so no target can be called this.
+ */
+export const NO_TARGET = 'none';
+
+/**
  * What the outbox measures, whatever the metric system: a sink of each ecosystem (Prometheus,
- * OpenTelemetry) implements it with its own names and units. Labels are the topic and the outcome only.
+ * OpenTelemetry) implements it with its own names and units. Labels are the topic, the target (a
+ * handler's or route's name, see `NO_TARGET`) and the outcome only.
  */
 export interface MetricSink {
   published(topic: string): void;
-  /** An attempt ended: delivered, a retry scheduled, or dead-lettered. */
-  attemptEnded(topic: string, outcome: 'delivered' | 'retried' | 'dead'): void;
+  /**
+   * One target's delivery in an attempt: `delivered` when its call returned; for one that failed, what
+   * the attempt's recorded failure made of the event (`retried`, `dead`).
+   */
+  deliveryEnded(topic: string, target: string, outcome: 'delivered' | 'retried' | 'dead'): void;
   /** One handler or route call, from its start to its end or timeout. */
-  handlerRan(topic: string, outcome: 'success' | 'failure', seconds: number): void;
+  handlerRan(topic: string, target: string, outcome: 'success' | 'failure', seconds: number): void;
   /** A claim's statements, for the claims that leased events. */
   claimed(seconds: number): void;
   leasesLost(count: number): void;
@@ -20,21 +31,24 @@ export interface MetricSink {
 
 /** The meter (see `OutboxEvents.addMeter`) that turns lifecycle events into a sink's measures. */
 export function meterOf(sink: MetricSink): OutboxMeter {
+  const failed = (topic: string, targets: string[], outcome: 'retried' | 'dead') => {
+    if (targets.length === 0) return sink.deliveryEnded(topic, NO_TARGET, outcome);
+    for (const target of targets) sink.deliveryEnded(topic, target, outcome);
+  };
   return (event) => {
     switch (event.type) {
       case 'published':
         for (const topic of event.topics) sink.published(topic);
         return;
-      case 'delivered':
-        return sink.attemptEnded(event.topic, 'delivered');
-      case 'retry.scheduled':
-        return sink.attemptEnded(event.topic, 'retried');
-      case 'dead-lettered':
-        return sink.attemptEnded(event.topic, 'dead');
       case 'handler.succeeded':
-        return sink.handlerRan(event.topic, 'success', event.durationMs / 1000);
+        sink.deliveryEnded(event.topic, event.handler, 'delivered');
+        return sink.handlerRan(event.topic, event.handler, 'success', event.durationMs / 1000);
       case 'handler.failed':
-        return sink.handlerRan(event.topic, 'failure', event.durationMs / 1000);
+        return sink.handlerRan(event.topic, event.handler, 'failure', event.durationMs / 1000);
+      case 'retry.scheduled':
+        return failed(event.topic, event.failedHandlers, 'retried');
+      case 'dead-lettered':
+        return failed(event.topic, event.failedHandlers, 'dead');
       case 'claimed':
         return sink.claimed(event.durationMs / 1000);
       case 'lease.lost':
@@ -44,37 +58,44 @@ export function meterOf(sink: MetricSink): OutboxMeter {
 }
 
 /**
- * Topics seen are few in practice; as in the other per-topic caches, a cap keeps a flood of new ones
- * from growing memory.
+ * Topics seen are few in practice, and targets a fixed set; as in the other per-topic caches, a cap
+ * keeps a flood of new topics from growing memory.
  */
 const MAX_LABEL_SETS = 10_000;
 
 /**
- * What `make` builds for a topic (and outcome), each built once: a metric's child, its attributes. Both
- * systems would otherwise do per call what a label set needs done once (prom-client hashes the values).
- * At `maxSize` label sets the memo starts again, empty; what it held goes to `dropped` first.
+ * What `make` builds for a label set — a topic, and an outcome and a target when the metric has them —
+ * each built once: a metric's child, its attributes. Both systems would otherwise do per call what a
+ * label set needs done once (prom-client hashes the values). At `maxSize` label sets the memo starts
+ * again, empty; what it held goes to `dropped` first.
  */
-export function byTopicAndOutcome<T>(
-  make: (topic: string, outcome?: string) => T,
+export function byLabels<T>(
+  make: (topic: string, outcome?: string, target?: string) => T,
   dropped: (values: T[]) => void = () => undefined,
   maxSize = MAX_LABEL_SETS,
-): (topic: string, outcome?: string) => T {
-  // Outcome, then topic: no key string built per call.
-  const made = new Map<string | undefined, Map<string, T>>();
+): (topic: string, outcome?: string, target?: string) => T {
+  // Outcome, then target, then topic: no key string built per call.
+  const made = new Map<string | undefined, Map<string | undefined, Map<string, T>>>();
   let size = 0;
-  return (topic, outcome) => {
-    let byTopic = made.get(outcome);
-    if (!byTopic) made.set(outcome, (byTopic = new Map<string, T>()));
-    let value = byTopic.get(topic);
+  const byTopic = (outcome: string | undefined, target: string | undefined) => {
+    let byTarget = made.get(outcome);
+    if (!byTarget) made.set(outcome, (byTarget = new Map<string | undefined, Map<string, T>>()));
+    let memo = byTarget.get(target);
+    if (!memo) byTarget.set(target, (memo = new Map<string, T>()));
+    return memo;
+  };
+  return (topic, outcome, target) => {
+    let memo = byTopic(outcome, target);
+    let value = memo.get(topic);
     if (value === undefined) {
       if (size >= maxSize) {
-        const values = [...made.values()].flatMap((memo) => [...memo.values()]);
+        const values = [...made.values()].flatMap((byTarget) => [...byTarget.values()].flatMap((m) => [...m.values()]));
         made.clear();
-        made.set(outcome, (byTopic = new Map<string, T>()));
+        memo = byTopic(outcome, target);
         size = 0;
         dropped(values);
       }
-      byTopic.set(topic, (value = make(topic, outcome)));
+      memo.set(topic, (value = make(topic, outcome, target)));
       size++;
     }
     return value;

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type * as Otel from '@opentelemetry/api';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxMeterProvider } from '../interfaces/outbox-metrics.interface';
-import { byTopicAndOutcome, DURATION_BUCKETS, STATE_GAUGES, type MetricSink } from './metric-feed';
+import { byLabels, DURATION_BUCKETS, STATE_GAUGES, type MetricSink } from './metric-feed';
 import { MetricsLifecycle } from './metrics-lifecycle';
 import { loadOpenTelemetryApi } from './metrics-options';
 import { OUTBOX_INSTRUMENTATION_SCOPE } from './tracing';
@@ -13,10 +13,11 @@ const IN_USE = new WeakSet<object>();
 /**
  * The outbox's metrics through the OpenTelemetry metrics API (the `metrics.openTelemetry` option),
  * named and measured as OpenTelemetry names them: dotted names, units apart (`s`, `{event}`), the topic
- * as `messaging.destination.name` and the outcome as `outbox.outcome` — no other attribute. Counters
- * and histograms are fed by the lifecycle events; the gauges of the table's state are observed when a
- * reader collects (one `stats()` per `metrics.statsCacheMs`). When the module closes it stops feeding
- * them and observing (instruments cannot be taken off a meter).
+ * as `messaging.destination.name`, the target (a handler's or route's name) as `outbox.target` and the
+ * outcome as `outbox.outcome` — no other attribute. Counters and histograms are fed by the lifecycle
+ * events; the gauges of the table's state are observed when a reader collects (one `stats()` per
+ * `metrics.statsCacheMs`). When the module closes it stops feeding them and observing (instruments
+ * cannot be taken off a meter).
  */
 @Injectable()
 export class OutboxOpenTelemetryMetrics extends MetricsLifecycle {
@@ -59,8 +60,10 @@ function sink(meter: Otel.Meter): MetricSink {
     unit: '{event}',
   });
   const deliveries = meter.createCounter('outbox.deliveries', {
-    description: 'Delivery attempts by outcome: delivered, retried (a retry was scheduled), dead (dead-lettered)',
-    unit: '{attempt}',
+    description:
+      "Each target's delivery in each attempt: delivered (it returned), or for a target that failed, retried " +
+      '(a retry was scheduled) or dead (dead-lettered); target "none" for an attempt no target ran in',
+    unit: '{delivery}',
   });
   const leasesLost = meter.createCounter('outbox.leases.lost', {
     description: 'Events whose outcome was refused because their lease had expired',
@@ -77,15 +80,17 @@ function sink(meter: Otel.Meter): MetricSink {
     unit: 's',
     advice,
   });
-  const attributes = byTopicAndOutcome<Otel.Attributes>((topic, outcome) =>
-    outcome === undefined
-      ? { 'messaging.destination.name': topic }
-      : { 'messaging.destination.name': topic, 'outbox.outcome': outcome },
-  );
+  const attributes = byLabels<Otel.Attributes>((topic, outcome, target) => {
+    const destination = { 'messaging.destination.name': topic };
+    if (outcome === undefined) return destination;
+    return target === undefined
+      ? { ...destination, 'outbox.outcome': outcome }
+      : { ...destination, 'outbox.target': target, 'outbox.outcome': outcome };
+  });
   return {
     published: (topic) => published.add(1, attributes(topic)),
-    attemptEnded: (topic, outcome) => deliveries.add(1, attributes(topic, outcome)),
-    handlerRan: (topic, outcome, seconds) => handlerTime.record(seconds, attributes(topic, outcome)),
+    deliveryEnded: (topic, target, outcome) => deliveries.add(1, attributes(topic, outcome, target)),
+    handlerRan: (topic, target, outcome, seconds) => handlerTime.record(seconds, attributes(topic, outcome, target)),
     claimed: (seconds) => claimTime.record(seconds),
     leasesLost: (count) => leasesLost.add(count),
   };

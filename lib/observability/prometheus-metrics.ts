@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxPrometheusRegistry } from '../interfaces/outbox-metrics.interface';
-import { byTopicAndOutcome, DURATION_BUCKETS, STATE_GAUGES, type MetricSink } from './metric-feed';
+import { byLabels, DURATION_BUCKETS, STATE_GAUGES, type MetricSink } from './metric-feed';
 import { MetricsLifecycle } from './metrics-lifecycle';
 import { loadPromClient, type PromClient, type PromMetric } from './metrics-options';
 
@@ -10,8 +10,10 @@ const COUNTERS = [
   { name: 'outbox_events_published_total', help: 'Events committed by publish()', labelNames: ['topic'] },
   {
     name: 'outbox_deliveries_total',
-    help: 'Delivery attempts by outcome: delivered, retried (a retry was scheduled), dead (dead-lettered)',
-    labelNames: ['topic', 'outcome'],
+    help:
+      "Each target's delivery in each attempt: delivered (it returned), or for a target that failed, retried " +
+      '(a retry was scheduled) or dead (dead-lettered); target "none" for an attempt no target ran in',
+    labelNames: ['topic', 'target', 'outcome'],
   },
   { name: 'outbox_leases_lost_total', help: 'Events whose outcome was refused because their lease had expired' },
 ] as const;
@@ -19,7 +21,7 @@ const HISTOGRAMS = [
   {
     name: 'outbox_delivery_duration_seconds',
     help: 'One handler or route call, from its start to its end or timeout',
-    labelNames: ['topic', 'outcome'],
+    labelNames: ['topic', 'target', 'outcome'],
   },
   { name: 'outbox_claim_duration_seconds', help: "A claim's statements, for the claims that leased events" },
 ] as const;
@@ -31,8 +33,8 @@ const gaugeName = (gauge: (typeof STATE_GAUGES)[number]) =>
 /**
  * The outbox's metrics on a `prom-client` registry (the `metrics.prometheus` option): counters and
  * histograms fed by the lifecycle events, gauges read from the database when the registry is collected
- * (one `stats()` per `metrics.statsCacheMs` however many scrapes). Labels are the topic and the
- * outcome only. Taken off the registry when the module closes.
+ * (one `stats()` per `metrics.statsCacheMs` however many scrapes). Labels are the topic, the target
+ * and the outcome only. Taken off the registry when the module closes.
  */
 @Injectable()
 export class OutboxPrometheusMetrics extends MetricsLifecycle {
@@ -86,19 +88,17 @@ export class OutboxPrometheusMetrics extends MetricsLifecycle {
     const byTopic = {
       published: counts[0].of(published),
       deliveries: counts[1].of(deliveries),
-      time: byTopicAndOutcome((topic, outcome) =>
-        handlerTime.labels(outcome === undefined ? { topic } : { topic, outcome }),
-      ),
+      time: byLabels((topic, outcome, target) => handlerTime.labels(labelsOf(topic, outcome, target))),
     };
     const lost = counts[2].add(leasesLost);
     return {
       published: (topic) => {
         byTopic.published(topic).n++;
       },
-      attemptEnded: (topic, outcome) => {
-        byTopic.deliveries(topic, outcome).n++;
+      deliveryEnded: (topic, target, outcome) => {
+        byTopic.deliveries(topic, outcome, target).n++;
       },
-      handlerRan: (topic, outcome, seconds) => byTopic.time(topic, outcome).observe(seconds),
+      handlerRan: (topic, target, outcome, seconds) => byTopic.time(topic, outcome, target).observe(seconds),
       claimed: (seconds) => claimTime.observe(seconds),
       leasesLost: (count) => {
         lost.n += count;
@@ -121,15 +121,16 @@ export class Tally {
   }
 
   /**
-   * The count of each topic (and outcome) of `counter`. When the memo of label sets is full and starts
-   * again, the counts it held are added to the counter at once and forgotten, so none is lost.
+   * The count of each label set (a topic, and an outcome and a target) of `counter`. When the memo of
+   * label sets is full and starts again, the counts it held are added to the counter at once and
+   * forgotten, so none is lost.
    */
   of(
     counter: PromMetric<{ inc(value?: number): void }>,
     maxSize?: number,
-  ): (topic: string, outcome?: string) => { n: number } {
-    return byTopicAndOutcome<TallyEntry>(
-      (topic, outcome) => this.add(counter.labels(outcome === undefined ? { topic } : { topic, outcome })),
+  ): (topic: string, outcome?: string, target?: string) => { n: number } {
+    return byLabels<TallyEntry>(
+      (topic, outcome, target) => this.add(counter.labels(labelsOf(topic, outcome, target))),
       (entries) => {
         for (const entry of entries) {
           this.flushOne(entry);
@@ -155,4 +156,10 @@ export class Tally {
     entry.child.inc(entry.n);
     entry.n = 0;
   }
+}
+
+/** A label set's values, in the order of the metric's label names (the topic, the target, the outcome). */
+function labelsOf(topic: string, outcome?: string, target?: string): Record<string, string> {
+  if (outcome === undefined) return { topic };
+  return target === undefined ? { topic, outcome } : { topic, target, outcome };
 }

@@ -2,27 +2,35 @@ import { Logger, type LoggerService } from '@nestjs/common';
 import { Counter, Registry } from 'prom-client';
 import type { OutboxLifecycleEventInput } from '../../lib/events/outbox-events';
 import type { OutboxStats } from '../../lib/interfaces/outbox-operations.interface';
-import { byTopicAndOutcome, cachedStats, meterOf, type MetricSink } from '../../lib/observability/metric-feed';
+import { byLabels, cachedStats, meterOf, type MetricSink } from '../../lib/observability/metric-feed';
 import { Tally } from '../../lib/observability/prometheus-metrics';
 import { ErrorText } from '../../lib/utils/error-text';
 
-describe('byTopicAndOutcome', () => {
+describe('byLabels', () => {
   it('builds each label set once, and past its cap starts again, handing over what it held', () => {
     const made: string[] = [];
     const dropped: string[][] = [];
-    const memo = byTopicAndOutcome(
-      (topic, outcome) => made[made.push(`${topic}/${outcome}`) - 1],
+    const memo = byLabels(
+      (topic, outcome, target) => made[made.push(`${topic}/${outcome}/${target}`) - 1],
       (values) => dropped.push(values),
-      3,
+      5,
     );
-    expect([memo('a', 'x'), memo('a', 'x'), memo('b'), memo('a', 'y')]).toEqual(['a/x', 'a/x', 'b/undefined', 'a/y']);
+    expect([
+      memo('a', 'x'),
+      memo('a', 'x'),
+      memo('b'),
+      memo('a', 'y'),
+      memo('a', 'x', 'T'),
+      memo('a', 'x', 'T'),
+    ]).toEqual(['a/x/undefined', 'a/x/undefined', 'b/undefined/undefined', 'a/y/undefined', 'a/x/T', 'a/x/T']);
+    expect(memo('a', 'x', 'U')).toBe('a/x/U');
     expect(dropped).toEqual([]);
-    for (let n = 0; n < 10; n++) memo(`t${n}`, 'x');
+    for (let n = 0; n < 16; n++) memo(`t${n}`, 'x', 'T');
     const held = made.length - dropped.flat().length;
-    expect({ held, dropped: dropped.map((values) => values.length) }).toEqual({ held: 1, dropped: [3, 3, 3, 3] });
+    expect({ held, dropped: dropped.map((values) => values.length) }).toEqual({ held: 1, dropped: [5, 5, 5, 5] });
     // A label set dropped is built again when it comes back.
-    expect(memo('a', 'x')).toBe('a/x');
-    expect(made.filter((value) => value === 'a/x')).toHaveLength(2);
+    expect(memo('a', 'x', 'T')).toBe('a/x/T');
+    expect(made.filter((value) => value === 'a/x/T')).toHaveLength(2);
   });
 });
 
@@ -90,15 +98,17 @@ describe('Tally', () => {
     count('a', 'delivered').n++;
     count('a', 'delivered').n++;
     count('a', 'dead').n++;
+    count('a', 'dead', 'H.h').n++;
     count('b').n++;
     expect([...children.keys()]).toEqual([
       '{"topic":"a","outcome":"delivered"}',
       '{"topic":"a","outcome":"dead"}',
+      '{"topic":"a","target":"H.h","outcome":"dead"}',
       '{"topic":"b"}',
     ]);
-    expect([...children.values()].map((c) => c.inc.mock.calls)).toEqual([[], [], []]);
+    expect([...children.values()].map((c) => c.inc.mock.calls)).toEqual([[], [], [], []]);
     tally.flush();
-    expect([...children.values()].map((c) => c.inc.mock.calls)).toEqual([[[2]], [[1]], [[1]]]);
+    expect([...children.values()].map((c) => c.inc.mock.calls)).toEqual([[[2]], [[1]], [[1]], [[1]]]);
   });
 });
 
@@ -107,21 +117,24 @@ describe('meterOf', () => {
     const measured: unknown[][] = [];
     const sink: MetricSink = {
       published: (...args) => measured.push(['published', ...args]),
-      attemptEnded: (...args) => measured.push(['attemptEnded', ...args]),
+      deliveryEnded: (...args) => measured.push(['deliveryEnded', ...args]),
       handlerRan: (...args) => measured.push(['handlerRan', ...args]),
       claimed: (...args) => measured.push(['claimed', ...args]),
       leasesLost: (...args) => measured.push(['leasesLost', ...args]),
     };
     const meter = meterOf(sink);
     const run = { id: 'e1', topic: 't', handler: 'H.h', attempt: 1, durationMs: 250 };
+    const failed = (failedHandlers: string[]) => ({ error: 'E', failedHandlers });
     const events: OutboxLifecycleEventInput[] = [
       { type: 'published', ids: ['e1', 'e2', 'e3'], topics: ['t', 'u', 't'] },
       { type: 'claimed', token: 'k', count: 2, ids: ['e1', 'e2'], durationMs: 4 },
       { type: 'handler.succeeded', ...run },
       { type: 'handler.failed', ...run, durationMs: 1500, error: 'E' },
       { type: 'delivered', id: 'e1', topic: 't', attempt: 1 },
-      { type: 'retry.scheduled', id: 'e2', topic: 'u', attempt: 1, delayMs: 10, dueAt: new Date(), error: 'E' },
-      { type: 'dead-lettered', id: 'e3', topic: 't', attempt: 3, error: 'E', reason: 'handler' },
+      { type: 'retry.scheduled', id: 'e2', topic: 'u', attempt: 1, delayMs: 10, dueAt: new Date(), ...failed(['H.h']) },
+      { type: 'retry.scheduled', id: 'e4', topic: 'v', attempt: 1, delayMs: 10, dueAt: new Date(), ...failed([]) },
+      { type: 'dead-lettered', id: 'e3', topic: 't', attempt: 3, reason: 'handler', ...failed(['H.h', 'transport:q']) },
+      { type: 'dead-lettered', id: 'e5', topic: 't', attempt: 3, reason: 'undecodable', ...failed([]) },
       { type: 'lease.lost', ids: ['e1', 'e2'], count: 2, what: 'acknowledge' },
       { type: 'released', ids: ['e1'], uncounted: true, why: 'shutdown' },
       { type: 'key.blocked', key: 'k', id: 'e3', topic: 't' },
@@ -137,11 +150,16 @@ describe('meterOf', () => {
       ['published', 'u'],
       ['published', 't'],
       ['claimed', 0.004],
-      ['handlerRan', 't', 'success', 0.25],
-      ['handlerRan', 't', 'failure', 1.5],
-      ['attemptEnded', 't', 'delivered'],
-      ['attemptEnded', 'u', 'retried'],
-      ['attemptEnded', 't', 'dead'],
+      // A target counts as delivered when it returns; the event's own `delivered` adds nothing.
+      ['deliveryEnded', 't', 'H.h', 'delivered'],
+      ['handlerRan', 't', 'H.h', 'success', 0.25],
+      ['handlerRan', 't', 'H.h', 'failure', 1.5],
+      // A failed target counts with what its attempt's failure made of the event; none ran: target "none".
+      ['deliveryEnded', 'u', 'H.h', 'retried'],
+      ['deliveryEnded', 'v', 'none', 'retried'],
+      ['deliveryEnded', 't', 'H.h', 'dead'],
+      ['deliveryEnded', 't', 'transport:q', 'dead'],
+      ['deliveryEnded', 't', 'none', 'dead'],
       ['leasesLost', 2],
     ]);
   });

@@ -165,6 +165,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       topic: 'flaky',
       attempt: 1,
       error: 'Handlers.flaky: Error: boom',
+      failedHandlers: ['Handlers.flaky'],
     });
     if (retry.type !== 'retry.scheduled') throw new Error('unreachable');
     expect(retry.delayMs).toBeGreaterThanOrEqual(0);
@@ -192,12 +193,14 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       attempt: 1,
       error: 'Handlers.fatal: OutboxNonRetryableError: malformed order',
       reason: 'non-retryable',
+      failedHandlers: ['Handlers.fatal'],
     });
     expect(recorder.about(spent.id)[3]).toMatchObject({ type: 'dead-lettered', reason: 'handler', attempt: 1 });
     // No handler ran, so none failed: the dead letter says why.
     expect(recorder.trail(orphan.id)).toEqual(['published', 'claimed', 'dead-lettered']);
     expect(recorder.about(orphan.id)[2]).toMatchObject({
       reason: 'handler',
+      failedHandlers: [],
       error: 'no handler or route for topic "nobody.listens" in this application',
     });
     expect((await outboxRows(app)).map((r) => r.status)).toEqual(['dead', 'dead', 'dead']);
@@ -234,6 +237,7 @@ describe.each(backends())('lifecycle events on %s', (backend) => {
       type: 'dead-lettered',
       reason: 'attempts-exhausted-at-claim',
       attempt: 2,
+      failedHandlers: [],
     });
   });
 

@@ -2,7 +2,7 @@ import { metrics } from '@opentelemetry/api';
 import { DataPointType, MeterProvider, MetricReader, type HistogramMetricData } from '@opentelemetry/sdk-metrics';
 import { OutboxConfigurationError, OutboxModule } from '../../../lib';
 import { backends, type BackendName } from '../../fixtures/backends';
-import { MetricHandlers } from '../../fixtures/metric-handlers';
+import { MetricHandlers, metricOptions } from '../../fixtures/metric-handlers';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 /** A reader collected on demand, as an exporter's reader would be on its interval. */
@@ -52,7 +52,7 @@ describe.each(backends())('OpenTelemetry metrics on %s', (backend: BackendName) 
     app = await createTestApp({
       backend,
       providers: [MetricHandlers],
-      outbox: { metrics: { openTelemetry: provider, statsCacheMs: 0 } },
+      outbox: { ...metricOptions(), metrics: { openTelemetry: provider, statsCacheMs: 0 } },
     });
   });
   afterAll(async () => {
@@ -60,12 +60,14 @@ describe.each(backends())('OpenTelemetry metrics on %s', (backend: BackendName) 
     await provider.shutdown();
   });
 
-  it('counts what was published and how each delivery ended, times handlers and claims, and observes the table', async () => {
+  it("counts what was published and how each target's delivery ended, times each target and the claims, and observes the table", async () => {
     await app.txHost.withTransaction(async () => {
       for (const [topic, n] of [
         ['m.ok', 3],
         ['m.flaky', 1],
         ['m.doomed', 1],
+        ['m.fanned', 1],
+        ['m.nobody', 1],
       ] as const) {
         await app.outbox.publishMany(Array.from({ length: n }, () => ({ topic, payload: {} })));
       }
@@ -77,18 +79,30 @@ describe.each(backends())('OpenTelemetry metrics on %s', (backend: BackendName) 
 
     const { found, units, attributeNames } = await collect(reader);
     const topic = 'messaging.destination.name';
+    // Every attribute set, exactly: the deliveries and the handlers' times per topic, target and outcome.
     expect(Object.fromEntries([...found].filter(([name]) => !name.startsWith('outbox.claim')))).toEqual({
       [`outbox.events.published{${topic}=m.ok}`]: 4,
       [`outbox.events.published{${topic}=m.flaky}`]: 1,
       [`outbox.events.published{${topic}=m.doomed}`]: 1,
-      [`outbox.deliveries{${topic}=m.ok,outbox.outcome=delivered}`]: 3,
-      [`outbox.deliveries{${topic}=m.flaky,outbox.outcome=retried}`]: 1,
-      [`outbox.deliveries{${topic}=m.doomed,outbox.outcome=dead}`]: 1,
-      [`outbox.delivery.duration{${topic}=m.ok,outbox.outcome=success}`]: 3,
-      [`outbox.delivery.duration{${topic}=m.flaky,outbox.outcome=failure}`]: 1,
-      [`outbox.delivery.duration{${topic}=m.doomed,outbox.outcome=failure}`]: 1,
+      [`outbox.events.published{${topic}=m.fanned}`]: 1,
+      [`outbox.events.published{${topic}=m.nobody}`]: 1,
+      [`outbox.deliveries{${topic}=m.ok,outbox.target=MetricHandlers.ok,outbox.outcome=delivered}`]: 3,
+      [`outbox.deliveries{${topic}=m.flaky,outbox.target=MetricHandlers.flaky,outbox.outcome=retried}`]: 1,
+      [`outbox.deliveries{${topic}=m.doomed,outbox.target=MetricHandlers.doomed,outbox.outcome=dead}`]: 1,
+      // One attempt, three targets: each counted with its own outcome.
+      [`outbox.deliveries{${topic}=m.fanned,outbox.target=MetricHandlers.fanned,outbox.outcome=delivered}`]: 1,
+      [`outbox.deliveries{${topic}=m.fanned,outbox.target=MetricHandlers.fannedFlaky,outbox.outcome=retried}`]: 1,
+      [`outbox.deliveries{${topic}=m.fanned,outbox.target=transport:memory,outbox.outcome=delivered}`]: 1,
+      // No target ran.
+      [`outbox.deliveries{${topic}=m.nobody,outbox.target=none,outbox.outcome=retried}`]: 1,
+      [`outbox.delivery.duration{${topic}=m.ok,outbox.target=MetricHandlers.ok,outbox.outcome=success}`]: 3,
+      [`outbox.delivery.duration{${topic}=m.flaky,outbox.target=MetricHandlers.flaky,outbox.outcome=failure}`]: 1,
+      [`outbox.delivery.duration{${topic}=m.doomed,outbox.target=MetricHandlers.doomed,outbox.outcome=failure}`]: 1,
+      [`outbox.delivery.duration{${topic}=m.fanned,outbox.target=MetricHandlers.fanned,outbox.outcome=success}`]: 1,
+      [`outbox.delivery.duration{${topic}=m.fanned,outbox.target=MetricHandlers.fannedFlaky,outbox.outcome=failure}`]: 1,
+      [`outbox.delivery.duration{${topic}=m.fanned,outbox.target=transport:memory,outbox.outcome=success}`]: 1,
       'outbox.events.due': 1,
-      'outbox.events.scheduled': 1,
+      'outbox.events.scheduled': 3,
       'outbox.events.in_flight': 0,
       'outbox.events.dead': 1,
       'outbox.keys.blocked': 0,
@@ -99,8 +113,9 @@ describe.each(backends())('OpenTelemetry metrics on %s', (backend: BackendName) 
     expect(units.get('outbox.delivery.duration')).toBe('s');
     expect(units.get('outbox.events.oldest_due.age')).toBe('s');
     expect(units.get('outbox.events.published')).toBe('{event}');
-    // No id, key or other attribute than the topic and the outcome.
-    expect(attributeNames).toEqual(new Set([topic, 'outbox.outcome']));
+    expect(units.get('outbox.deliveries')).toBe('{delivery}');
+    // No id, key or other attribute than the topic, the target and the outcome.
+    expect(attributeNames).toEqual(new Set([topic, 'outbox.target', 'outbox.outcome']));
 
     await app.worker.drain();
     expect((await collect(reader)).found.get('outbox.events.due')).toBe(0);
@@ -138,7 +153,9 @@ describe('OpenTelemetry metrics: the option and the provider', () => {
       await app.txHost.withTransaction(() => app.outbox.publish('m.ok', {}));
       await app.worker.drain();
       const { found } = await collect(reader);
-      expect(found.get('outbox.deliveries{messaging.destination.name=m.ok,outbox.outcome=delivered}')).toBe(1);
+      const delivered =
+        'outbox.deliveries{messaging.destination.name=m.ok,outbox.target=MetricHandlers.ok,outbox.outcome=delivered}';
+      expect(found.get(delivered)).toBe(1);
     } finally {
       await app.dispose();
       metrics.disable();

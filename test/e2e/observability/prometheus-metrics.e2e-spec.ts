@@ -1,7 +1,7 @@
 import { Histogram, Registry } from 'prom-client';
 import { OutboxConfigurationError, OutboxModule } from '../../../lib';
 import { backends, type BackendName } from '../../fixtures/backends';
-import { MetricHandlers } from '../../fixtures/metric-handlers';
+import { MetricHandlers, metricOptions } from '../../fixtures/metric-handlers';
 import { createTestApp, type TestApp } from '../../fixtures/test-app';
 
 /** The samples of a registry's text exposition, by metric name and labels as written (`name{a="b"}`). */
@@ -27,18 +27,20 @@ describe.each(backends())('Prometheus metrics on %s', (backend: BackendName) => 
     app = await createTestApp({
       backend,
       providers: [MetricHandlers],
-      outbox: { metrics: { prometheus: registry, statsCacheMs: 0 } },
+      outbox: { ...metricOptions(), metrics: { prometheus: registry, statsCacheMs: 0 } },
     });
   });
   afterAll(() => app?.dispose());
 
-  it('counts what was published and how each delivery ended, times handlers and claims, and reads the state from the table', async () => {
+  it("counts what was published and how each target's delivery ended, times each target and the claims, and reads the state from the table", async () => {
     const publish = (topic: string, n: number) =>
       app.outbox.publishMany(Array.from({ length: n }, () => ({ topic, payload: {} })));
     await app.txHost.withTransaction(async () => {
       await publish('m.ok', 3);
       await publish('m.flaky', 1);
       await publish('m.doomed', 1);
+      await publish('m.fanned', 1);
+      await publish('m.nobody', 1);
     });
     await app.worker.drain();
     // Published after the drain, due a minute ago: no worker delivers it.
@@ -47,18 +49,35 @@ describe.each(backends())('Prometheus metrics on %s', (backend: BackendName) => 
     );
 
     const s = await samples(registry);
+    // Every label set of the deliveries and of the handlers' times, exactly: one per topic, target and outcome.
+    const counted = (prefix: string) => Object.fromEntries([...s].filter(([name]) => name.startsWith(`${prefix}{`)));
+    expect(counted('outbox_deliveries_total')).toEqual({
+      'outbox_deliveries_total{topic="m.ok",target="MetricHandlers.ok",outcome="delivered"}': 3,
+      'outbox_deliveries_total{topic="m.flaky",target="MetricHandlers.flaky",outcome="retried"}': 1,
+      'outbox_deliveries_total{topic="m.doomed",target="MetricHandlers.doomed",outcome="dead"}': 1,
+      // One attempt, three targets: each counted with its own outcome.
+      'outbox_deliveries_total{topic="m.fanned",target="MetricHandlers.fanned",outcome="delivered"}': 1,
+      'outbox_deliveries_total{topic="m.fanned",target="MetricHandlers.fannedFlaky",outcome="retried"}': 1,
+      'outbox_deliveries_total{topic="m.fanned",target="transport:memory",outcome="delivered"}': 1,
+      // No target ran.
+      'outbox_deliveries_total{topic="m.nobody",target="none",outcome="retried"}': 1,
+    });
+    expect(counted('outbox_delivery_duration_seconds_count')).toEqual({
+      'outbox_delivery_duration_seconds_count{topic="m.ok",target="MetricHandlers.ok",outcome="success"}': 3,
+      'outbox_delivery_duration_seconds_count{topic="m.flaky",target="MetricHandlers.flaky",outcome="failure"}': 1,
+      'outbox_delivery_duration_seconds_count{topic="m.doomed",target="MetricHandlers.doomed",outcome="failure"}': 1,
+      'outbox_delivery_duration_seconds_count{topic="m.fanned",target="MetricHandlers.fanned",outcome="success"}': 1,
+      'outbox_delivery_duration_seconds_count{topic="m.fanned",target="MetricHandlers.fannedFlaky",outcome="failure"}': 1,
+      'outbox_delivery_duration_seconds_count{topic="m.fanned",target="transport:memory",outcome="success"}': 1,
+    });
     expect(
       Object.fromEntries(
         [
           'outbox_events_published_total{topic="m.ok"}',
           'outbox_events_published_total{topic="m.flaky"}',
           'outbox_events_published_total{topic="m.doomed"}',
-          'outbox_deliveries_total{topic="m.ok",outcome="delivered"}',
-          'outbox_deliveries_total{topic="m.flaky",outcome="retried"}',
-          'outbox_deliveries_total{topic="m.doomed",outcome="dead"}',
-          'outbox_delivery_duration_seconds_count{topic="m.ok",outcome="success"}',
-          'outbox_delivery_duration_seconds_count{topic="m.flaky",outcome="failure"}',
-          'outbox_delivery_duration_seconds_count{topic="m.doomed",outcome="failure"}',
+          'outbox_events_published_total{topic="m.fanned"}',
+          'outbox_events_published_total{topic="m.nobody"}',
           'outbox_leases_lost_total',
           'outbox_events_due',
           'outbox_events_scheduled',
@@ -71,24 +90,20 @@ describe.each(backends())('Prometheus metrics on %s', (backend: BackendName) => 
       'outbox_events_published_total{topic="m.ok"}': 4,
       'outbox_events_published_total{topic="m.flaky"}': 1,
       'outbox_events_published_total{topic="m.doomed"}': 1,
-      'outbox_deliveries_total{topic="m.ok",outcome="delivered"}': 3,
-      'outbox_deliveries_total{topic="m.flaky",outcome="retried"}': 1,
-      'outbox_deliveries_total{topic="m.doomed",outcome="dead"}': 1,
-      'outbox_delivery_duration_seconds_count{topic="m.ok",outcome="success"}': 3,
-      'outbox_delivery_duration_seconds_count{topic="m.flaky",outcome="failure"}': 1,
-      'outbox_delivery_duration_seconds_count{topic="m.doomed",outcome="failure"}': 1,
+      'outbox_events_published_total{topic="m.fanned"}': 1,
+      'outbox_events_published_total{topic="m.nobody"}': 1,
       outbox_leases_lost_total: 0,
       outbox_events_due: 1,
-      outbox_events_scheduled: 1,
+      outbox_events_scheduled: 3,
       outbox_events_in_flight: 0,
       outbox_events_dead: 1,
       outbox_blocked_keys: 0,
     });
     expect(s.get('outbox_oldest_due_age_seconds')).toBeGreaterThan(50);
     expect(s.get('outbox_claim_duration_seconds_count')).toBeGreaterThanOrEqual(1);
-    // No id, key or other label than the topic and the outcome.
+    // No id, key or other label than the topic, the target and the outcome.
     const labels = [...s.keys()].flatMap((name) => [...name.matchAll(/([a-z_]+)="/g)].map((m) => m[1]));
-    expect(new Set(labels)).toEqual(new Set(['topic', 'outcome', 'le']));
+    expect(new Set(labels)).toEqual(new Set(['topic', 'target', 'outcome', 'le']));
 
     // Delivered: nothing due any more, read again from the table on the next collection.
     await app.worker.drain();
