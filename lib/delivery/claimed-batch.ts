@@ -252,6 +252,12 @@ export class ClaimedBatch {
     const { invoker } = this.ctx;
     const call = (target: DeliveryTarget, message: DeliveredMessage): Promise<HandlerOutcome> => {
       const { bound } = target;
+      // Aborted while it waited for its slot (shutdown, a lost lease): it never starts.
+      const aborted = DeliveredMessage.abortOf(message).abortedWith;
+      if (aborted) {
+        bound.give();
+        return Promise.resolve({ handler: target, error: aborted.reason });
+      }
       const startedAt = bound.now();
       return invoker.invoke(target, message).then((outcome) => {
         bound.give(startedAt);

@@ -18,6 +18,11 @@ export class LazyAbort {
   /** Set by the run this belongs to: ends the wait for its outcome at once, with `reason`. */
   onGiveUp: ((reason: unknown) => void) | undefined;
 
+  /** Why it was aborted, once it was: a call that has not started yet then never starts. */
+  get abortedWith(): { reason: unknown } | undefined {
+    return this.aborted ? { reason: this.reason } : undefined;
+  }
+
   abort(reason: unknown): void {
     if (this.aborted) return;
     this.aborted = true;

@@ -64,10 +64,15 @@ export class TargetBound {
     return performance.now();
   }
 
-  /** A call that started at `startedAt` (from `now()`) settled: its outcome, or its timeout. */
-  give(startedAt: number): void {
-    const took = Math.max(performance.now() - startedAt, 0);
-    this.averageMs = this.averageMs === 0 ? Math.max(took, 0.001) : this.averageMs + WEIGHT * (took - this.averageMs);
+  /**
+   * A call that started at `startedAt` (from `now()`) settled: its outcome, or its timeout. Without
+   * `startedAt`, a slot given back unused (its call was aborted before it could start).
+   */
+  give(startedAt?: number): void {
+    if (startedAt !== undefined) {
+      const took = Math.max(performance.now() - startedAt, 0);
+      this.averageMs = this.averageMs === 0 ? Math.max(took, 0.001) : this.averageMs + WEIGHT * (took - this.averageMs);
+    }
     const next = this.waiting.shift();
     if (next) next();
     else this.running--;

@@ -47,6 +47,16 @@ describe('TargetBound', () => {
     expect(bound.worthWaiting()).toBe(true);
   });
 
+  it('takes a slot given back unused (its call never started) as no measure of the calls', () => {
+    const bound = new TargetBound(1);
+    bound.take();
+    jest.advanceTimersByTime(100);
+    bound.give();
+    bound.take();
+    // Still no call ended: the estimate is how long the first has been held, 100 ms, not a call of 0 ms.
+    expect(bound.worthWaiting()).toBe(false);
+  });
+
   it('puts off the shares of a full target one after the other, at the rate its slots free', () => {
     const bound = new TargetBound(2);
     bound.take();
