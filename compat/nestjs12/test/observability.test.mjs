@@ -64,7 +64,7 @@ for (const backend of BACKENDS) {
       assert.equal(charge.parentSpanContext?.spanId, attempt.spanContext().spanId);
 
       const text = await registry.metrics();
-      assert.match(text, /^outbox_deliveries_total\{topic="order\.placed",outcome="delivered"\} 1$/m);
+      assert.match(text, /^outbox_deliveries_total\{topic="order\.placed",target="Orders\.placed",outcome="delivered"\} 1$/m);
       assert.match(text, /^outbox_events_published_total\{topic="order\.placed"\} 1$/m);
     });
   });
