@@ -2,8 +2,8 @@
 // The last step of `npm run build`: makes the tsc output in dist/esm/ (tsconfig.build-esm.json: ES2022 modules,
 // the same decorator metadata as the CommonJS build in dist/) loadable by Node's ESM loader and typed as ESM.
 //   - Relative specifiers get the file Node needs: `./x` → `./x.js`, `./dir` → `./dir/index.js`, in the .js files and
-//     the .d.ts files alike. Each is resolved against the emitted files (found with TypeScript's own parser, not
-//     a regular expression); one that matches neither fails the build.
+//     the .d.ts files alike. TypeScript's parser finds them (not a regular expression), and each is resolved
+//     against the emitted files: one that matches neither fails the build.
 //   - `require`, `__dirname` and `__filename` do not exist in ESM. lib/utils/package-require.ts is the one module
 //     allowed to name `require` (for the optional peers): its ESM output gets `createRequire(import.meta.url)`.
 //     Any other use of the three fails the build.

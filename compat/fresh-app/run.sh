@@ -136,6 +136,23 @@ check_app() { # label, app dir, cjs|esm
     die "$label: the generated package.json has no test:e2e script"
 }
 
+# Runs the app's `npm run test:e2e`, then checks that each of the testing page's tests ran: a line of its output
+# (without colours) that matches <before> and the test's path.
+run_e2e() { # label, app, log (without .log), runner ('' or 'Jest '), before (a regex), tests...
+  local label="$1" app="$2" log="$3" runner="$4" before="$5" file
+  shift 5
+  logged "$log.log" "$label: npm run test:e2e ${runner:+on $runner}(failed, or ran past $TEST_TIMEOUT_SECONDS s)" \
+    bash -c 'cd "$1" && timeout "$2" npm run test:e2e' _ "$app" "$TEST_TIMEOUT_SECONDS"
+  sed 's/\x1b\[[0-9;]*m//g' "$log.log" >"$log.txt"
+  for file in "$@"; do
+    grep -qE "$before${file//./\\.}" "$log.txt" || {
+      tail -n 40 "$log.txt" >&2
+      die "$label: npm run test:e2e ${runner:+on $runner}passed without running $file (does the runner's e2e pattern match it?)"
+    }
+  done
+  grep -E '^ *Tests[: ]' "$log.txt" | sed -E "s/^ *Tests:? +/compat\/fresh-app: $label: ${runner}tests: /" || true
+}
+
 run_app() { # label, install block (nestjs-11|nestjs-12), cli, schematics (or ''), cjs|esm, extra `nest new` options...
   local label="$1" install="$2" cli="$3" schematics="$4" modules="$5"
   shift 5
@@ -214,18 +231,7 @@ The quick start's install block must approve it, e.g. \`npm pkg set allowScripts
     bash -c 'cd "$1" && node_modules/.bin/tsc --noEmit -p tsconfig.json' _ "$app"
 
   say "$label: npm run test:e2e"
-  logged "$logs/test-e2e.log" "$label: npm run test:e2e (failed, or ran past $TEST_TIMEOUT_SECONDS s)" \
-    bash -c 'cd "$1" && timeout "$2" npm run test:e2e' _ "$app" "$TEST_TIMEOUT_SECONDS"
-  # Without colours, so that the file names and the summary can be found.
-  sed 's/\x1b\[[0-9;]*m//g' "$logs/test-e2e.log" >"$logs/test-e2e.txt"
-  local file
-  for file in $tests; do
-    grep -qF "$file" "$logs/test-e2e.txt" || {
-      tail -n 40 "$logs/test-e2e.txt" >&2
-      die "$label: npm run test:e2e passed without running $file (does the runner's e2e pattern match it?)"
-    }
-  done
-  grep -E '^ *Tests[: ]' "$logs/test-e2e.txt" | sed -E "s/^ *Tests:? +/compat\/fresh-app: $label: tests: /" || true
+  run_e2e "$label" "$app" "$logs/test-e2e" '' '' $tests
   if [ "$modules" = esm ]; then
     # Vitest imports the package as Node does: by the `import` condition of its exports.
     local resolved
@@ -242,16 +248,7 @@ The quick start's install block must approve it, e.g. \`npm pkg set allowScripts
     logged "$logs/jest-install.log" "$label: the testing page's Jest commands" \
       bash -c 'cd "$1" && bash -euxo pipefail "$2"' _ "$app" "$work/jest-install.sh"
     say "$label: npm run test:e2e, now on Jest"
-    logged "$logs/test-e2e-jest.log" "$label: npm run test:e2e on Jest (failed, or ran past $TEST_TIMEOUT_SECONDS s)" \
-      bash -c 'cd "$1" && timeout "$2" npm run test:e2e' _ "$app" "$TEST_TIMEOUT_SECONDS"
-    sed 's/\x1b\[[0-9;]*m//g' "$logs/test-e2e-jest.log" >"$logs/test-e2e-jest.txt"
-    for file in $tests; do
-      grep -qE "^PASS +(.*/)?$file" "$logs/test-e2e-jest.txt" || {
-        tail -n 40 "$logs/test-e2e-jest.txt" >&2
-        die "$label: npm run test:e2e did not run $file on Jest (is it still Vitest? does testRegex match it?)"
-      }
-    done
-    grep -E '^Tests:' "$logs/test-e2e-jest.txt" | sed -E "s/^Tests: +/compat\/fresh-app: $label: Jest tests: /" || true
+    run_e2e "$label" "$app" "$logs/test-e2e-jest" 'Jest ' '^PASS +(.*/)?' $tests
   fi
 
   say "$label: npm run build, then npm run start:prod until GET / answers"
