@@ -3,6 +3,8 @@
 // compat/fresh-app/run.sh. The contract with the pages:
 //   <!-- install: nestjs-11 -->   directly above a ```bash block: the install command(s) for that major
 //   <!-- file: src/orders/orders.module.ts --> directly above a ```ts block: the complete content of that file
+//       (a ```js or ```json block for a file of another kind); `<!-- file: <path> (esm apps) -->` is pasted into
+//       ESM apps only, `(cjs apps)` into CommonJS apps only
 //   <!-- merge: src/app.module.ts --> directly above a ```ts block: a Nest module to add to the file the CLI
 //       generated, as a user does: its import declarations go below the file's own (those it already has
 //       are skipped), its `@Module({ imports: [...] })` entries go first in the file's `imports`; everything
@@ -21,10 +23,10 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
 
 const PACKAGE = 'nestjs-typeorm-outbox';
-const MARKER = /^\s*<!--\s*(install|file|merge|prepend):\s*(\S+)\s*-->\s*$/;
+const MARKER = /^\s*<!--\s*(install|file|merge|prepend):\s*(\S+)(?:\s+\((esm|cjs) apps\))?\s*-->\s*$/;
 const FENCE = /^\s*(`{3,}|~{3,})\s*([\w-]*)/;
 const TS = ['ts', 'typescript'];
-const LANGUAGES = { install: ['bash', 'sh', 'shell'], file: TS, merge: TS, prepend: TS };
+const LANGUAGES = { install: ['bash', 'sh', 'shell'], file: [...TS, 'js', 'json'], merge: TS, prepend: TS };
 
 function fail(message) {
   process.stderr.write(`extract: ${message}\n`);
@@ -49,7 +51,7 @@ function markedBlocks(pagePath) {
     }
     const marker = MARKER.exec(lines[i]);
     if (!marker) continue;
-    const [, kind, name] = marker;
+    const [, kind, name, only] = marker;
     const where = `${pagePath}:${i + 1} (<!-- ${kind}: ${name} -->)`;
     let open = i + 1;
     while (open < lines.length && lines[open].trim() === '') open++;
@@ -62,7 +64,7 @@ function markedBlocks(pagePath) {
       fail(`${where}: the block below is \`\`\`${opening[2] || '(no language)'}; expected \`\`\`${LANGUAGES[kind].join(' or ```')}`);
     }
     const close = closingFence(lines, open, opening[1], pagePath);
-    blocks.push({ kind, name, where, body: lines.slice(open + 1, close).join('\n') + '\n' });
+    blocks.push({ kind, name, only, where, body: lines.slice(open + 1, close).join('\n') + '\n' });
     i = close;
   }
   return blocks;
@@ -192,7 +194,7 @@ function mergeModule(generated, block, where) {
 
 function files(pagePath, appDir, moduleSystem) {
   checkModuleSystem(moduleSystem);
-  const blocks = markedBlocks(pagePath).filter((b) => b.kind !== 'install');
+  const blocks = markedBlocks(pagePath).filter((b) => b.kind !== 'install' && (b.only ?? moduleSystem) === moduleSystem);
   if (blocks.length === 0) {
     fail(`${pagePath} has no <!-- file: <path> --> marker above a \`\`\`ts block: nothing to paste`);
   }

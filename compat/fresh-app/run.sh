@@ -10,16 +10,20 @@
 #   nestjs-11         @nestjs/cli 11, pinned: CommonJS, Jest (`npm run test:e2e`, test/jest-e2e.json); the
 #                     pages' snippets get their relative `.js` dropped, as the quick start tells CommonJS users
 #   nestjs-12         @nestjs/cli 12, pinned, --no-observe: ESM, Vitest (`npm run test:e2e`,
-#                     vitest.config.e2e.ts); snippets as written
+#                     vitest.config.e2e.ts); snippets as written; the test must have run on the package's ESM
+#                     build (dist/esm/). Then the recipe again on Jest, set up by docs/testing.md's
+#                     `<!-- install: jest-nestjs-12 -->` commands (they make `npm run test:e2e` run Jest) and its
+#                     `<!-- file: … (esm apps) -->` files
 #   nestjs-12-latest  the newest @nestjs/cli with its defaults, as a user who runs `nest new` today gets
 #                     it (12.0.15 wires @nestjs/observe into app.module.ts and main.ts); the quick start's
 #                     nestjs-12 install commands
 # The pages' contract (read by extract.mjs): in docs/quick-start.md, `<!-- install: nestjs-11 -->` /
 # `<!-- install: nestjs-12 -->` directly above a ```bash block, `<!-- file: <path> -->` directly above a
 # ```ts block (a whole file), `<!-- merge: src/app.module.ts -->` directly above a ```ts block (added to
-# the generated module); in docs/testing.md, the test: a `<!-- file: test/… -->` block (the recipe);
-# without one the check fails; in docs/observability.md, `<!-- install: tracing -->`, `<!-- file: … -->`
-# and `<!-- prepend: src/main.ts -->` (see extract.mjs).
+# the generated module); in docs/testing.md, the test: a `<!-- file: test/….ts -->` block (the recipe);
+# without one the check fails; and its Jest set-up for NestJS 12 (see nestjs-12 above); in
+# docs/observability.md, `<!-- install: tracing -->`, `<!-- file: … -->` and `<!-- prepend: src/main.ts -->`
+# (see extract.mjs).
 # Expects `npm run build` done at the root. Needs the npm registry; SQLite files only, no servers.
 # For working on it: FRESH_APP_DOCS=<folder> reads the quick-start.md and testing.md of another folder
 # (default: docs/ at the root), and its observability.md, FRESH_APP_TARBALL=<.tgz> installs that instead of a pack of the root,
@@ -35,6 +39,9 @@ NEST12_SCHEMATICS=@nestjs/schematics@12.0.6
 # And the newest CLI, unpinned with its schematics, for the app a new user makes today.
 NEST_LATEST_CLI=@nestjs/cli@latest
 TEST_TIMEOUT_SECONDS=300
+# The app that runs the recipe on Jest too, after Vitest: docs/testing.md's commands for NestJS 12.
+JEST_APP=nestjs-12
+JEST_INSTALL=jest-nestjs-12
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -129,6 +136,23 @@ check_app() { # label, app dir, cjs|esm
     die "$label: the generated package.json has no test:e2e script"
 }
 
+# Runs the app's `npm run test:e2e`, then checks that each of the testing page's tests ran: a line of its output
+# (without colours) that matches <before> and the test's path.
+run_e2e() { # label, app, log (without .log), runner ('' or 'Jest '), before (a regex), tests...
+  local label="$1" app="$2" log="$3" runner="$4" before="$5" file
+  shift 5
+  logged "$log.log" "$label: npm run test:e2e ${runner:+on $runner}(failed, or ran past $TEST_TIMEOUT_SECONDS s)" \
+    bash -c 'cd "$1" && timeout "$2" npm run test:e2e' _ "$app" "$TEST_TIMEOUT_SECONDS"
+  sed 's/\x1b\[[0-9;]*m//g' "$log.log" >"$log.txt"
+  for file in "$@"; do
+    grep -qE "$before${file//./\\.}" "$log.txt" || {
+      tail -n 40 "$log.txt" >&2
+      die "$label: npm run test:e2e ${runner:+on $runner}passed without running $file (does the runner's e2e pattern match it?)"
+    }
+  done
+  grep -E '^ *Tests[: ]' "$log.txt" | sed -E "s/^ *Tests:? +/compat\/fresh-app: $label: ${runner}tests: /" || true
+}
+
 run_app() { # label, install block (nestjs-11|nestjs-12), cli, schematics (or ''), cjs|esm, extra `nest new` options...
   local label="$1" install="$2" cli="$3" schematics="$4" modules="$5"
   shift 5
@@ -198,7 +222,7 @@ The quick start's install block must approve it, e.g. \`npm pkg set allowScripts
   (cd "$here" && node extract.mjs files "$testing" "$app" "$modules") >"$work/test-files.txt" ||
     die "$label: could not paste the testing recipe from $testing (see above)"
   local tests
-  tests="$(grep '^test/' "$work/test-files.txt" || true)"
+  tests="$(grep -E '^test/.+\.ts$' "$work/test-files.txt" || true)"
   [ -n "$tests" ] || die "$label: $testing has no <!-- file: test/… --> block (the recipe)"
   say "$label: test: the testing page's $(echo $tests)"
 
@@ -207,18 +231,25 @@ The quick start's install block must approve it, e.g. \`npm pkg set allowScripts
     bash -c 'cd "$1" && node_modules/.bin/tsc --noEmit -p tsconfig.json' _ "$app"
 
   say "$label: npm run test:e2e"
-  logged "$logs/test-e2e.log" "$label: npm run test:e2e (failed, or ran past $TEST_TIMEOUT_SECONDS s)" \
-    bash -c 'cd "$1" && timeout "$2" npm run test:e2e' _ "$app" "$TEST_TIMEOUT_SECONDS"
-  # Without colours, so that the file names and the summary can be found.
-  sed 's/\x1b\[[0-9;]*m//g' "$logs/test-e2e.log" >"$logs/test-e2e.txt"
-  local file
-  for file in $tests; do
-    grep -qF "$file" "$logs/test-e2e.txt" || {
-      tail -n 40 "$logs/test-e2e.txt" >&2
-      die "$label: npm run test:e2e passed without running $file (does the runner's e2e pattern match it?)"
-    }
-  done
-  grep -E '^ *Tests[: ]' "$logs/test-e2e.txt" | sed -E "s/^ *Tests:? +/compat\/fresh-app: $label: tests: /" || true
+  run_e2e "$label" "$app" "$logs/test-e2e" '' '' $tests
+  if [ "$modules" = esm ]; then
+    # Vitest imports the package as Node does: by the `import` condition of its exports.
+    local resolved
+    resolved="$(cd "$app" && node --input-type=module -e "console.log(import.meta.resolve('nestjs-typeorm-outbox'))")"
+    [[ "$resolved" == */node_modules/nestjs-typeorm-outbox/dist/esm/index.js ]] ||
+      die "$label: the app imports nestjs-typeorm-outbox from $resolved, not from its ESM build (dist/esm/index.js)"
+    say "$label: the test ran on the package's ESM build (dist/esm/)"
+  fi
+  if [ "$label" = "$JEST_APP" ]; then
+    say "$label: Jest as docs/testing.md sets it up for NestJS 12: its <!-- install: $JEST_INSTALL --> commands"
+    (cd "$here" && node extract.mjs install "$testing" "$JEST_INSTALL" "$tarball") >"$work/jest-install.sh" ||
+      die "$label: could not read the Jest commands from $testing (see above)"
+    sed 's/^/    /' "$work/jest-install.sh"
+    logged "$logs/jest-install.log" "$label: the testing page's Jest commands" \
+      bash -c 'cd "$1" && bash -euxo pipefail "$2"' _ "$app" "$work/jest-install.sh"
+    say "$label: npm run test:e2e, now on Jest"
+    run_e2e "$label" "$app" "$logs/test-e2e-jest" 'Jest ' '^PASS +(.*/)?' $tests
+  fi
 
   say "$label: npm run build, then npm run start:prod until GET / answers"
   logged "$logs/build.log" "$label: npm run build" bash -c 'cd "$1" && npm run build' _ "$app"

@@ -6,6 +6,7 @@ import type {
 } from '../interfaces/outbox-metrics.interface';
 import { describeValue } from '../utils/describe-value';
 import { integerOption, isPlainObject, optionSection } from '../utils/option-checks';
+import { packageRequire } from '../utils/package-require';
 
 const REGISTRY_METHODS = ['registerMetric', 'getSingleMetric', 'removeSingleMetric'] as const;
 
@@ -56,8 +57,7 @@ function resolveOpenTelemetry(value: unknown): true | OutboxMeterProvider | unde
 /** `@opentelemetry/api`, for `metrics.openTelemetry`; a clear error when it is not installed. */
 export function loadOpenTelemetryApi(): typeof import('@opentelemetry/api') {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded only when asked for
-    return require('@opentelemetry/api') as typeof import('@opentelemetry/api');
+    return packageRequire('@opentelemetry/api') as typeof import('@opentelemetry/api');
   } catch (error) {
     throw new OutboxConfigurationError(
       'metrics.openTelemetry',
@@ -80,8 +80,7 @@ export type PromMetric<Child> = Child & { labels(values: Record<string, string>)
 /** `prom-client`, loaded when the `metrics.prometheus` option asks for it; a clear error when it is not installed. */
 export function loadPromClient(): PromClient {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded only when asked for
-    return require('prom-client') as PromClient;
+    return packageRequire('prom-client') as PromClient;
   } catch (error) {
     throw new OutboxConfigurationError(
       'metrics.prometheus',

@@ -10,6 +10,7 @@ import type {
 } from '../interfaces/outbox-tracing.interface';
 import { describeValue } from '../utils/describe-value';
 import { booleanOption, isPlainObject, optionSection } from '../utils/option-checks';
+import { packageRequire } from '../utils/package-require';
 import { fitTraceContext, MAX_TRACE_CONTEXT_LENGTH, MAX_TRACE_FIELD_LENGTH } from './trace-context';
 
 type OtelApi = typeof Otel;
@@ -44,8 +45,7 @@ export function resolveTracing(value: unknown, errorText: OutboxErrorText): Outb
 
 function loadOpenTelemetry(required: boolean): OtelApi | undefined {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional peer, loaded only when installed
-    return require('@opentelemetry/api') as OtelApi;
+    return packageRequire('@opentelemetry/api') as OtelApi;
   } catch (error) {
     if (!required && (error as { code?: string }).code === 'MODULE_NOT_FOUND') return undefined;
     throw new OutboxConfigurationError(

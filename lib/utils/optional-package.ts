@@ -1,4 +1,5 @@
 import { OutboxConfigurationError } from '../errors/outbox.errors';
+import { packageRequire } from './package-require';
 
 /**
  * Loads an optional peer dependency on first use, with an actionable error when it is missing
@@ -6,8 +7,7 @@ import { OutboxConfigurationError } from '../errors/outbox.errors';
  */
 export function loadOptional<T>(name: string, neededBy: string): T {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(name) as T;
+    return packageRequire(name) as T;
   } catch (error) {
     if ((error as { code?: string }).code === 'MODULE_NOT_FOUND') {
       throw new OutboxConfigurationError(neededBy, `it needs the package "${name}": npm install ${name}`);

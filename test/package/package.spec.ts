@@ -140,7 +140,8 @@ describe('the packed package', () => {
   });
 
   it('holds the entry points, the licence, the readme and the manifest', () => {
-    for (const file of ['dist/index.js', 'dist/index.d.ts', 'LICENSE', 'README.md', 'package.json']) {
+    const esm = ['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/esm/package.json'];
+    for (const file of ['dist/index.js', 'dist/index.d.ts', ...esm, 'LICENSE', 'README.md', 'package.json']) {
       expect(packed).toContain(file);
     }
   });
@@ -225,7 +226,7 @@ describe('the packed package', () => {
     expect(tsc.status).toBe(0);
   });
 
-  it('gives an ES module consumer its named exports', () => {
+  it('gives an ES module consumer the ESM build and its named exports', () => {
     const script =
       `import { OutboxModule, OutboxService } from '${name}';\n` +
       `const types = [typeof OutboxModule, typeof OutboxService];\n` +
@@ -233,11 +234,11 @@ describe('the packed package', () => {
     const { from, types } = JSON.parse(
       succeed(process.execPath, ['--input-type=module', '-e', script], consumer),
     ) as Resolution;
-    expect(realpathSync(fileURLToPath(from))).toBe(join(realpathSync(installed), 'dist', 'index.js'));
+    expect(realpathSync(fileURLToPath(from))).toBe(join(realpathSync(installed), 'dist', 'esm', 'index.js'));
     expect(types).toEqual(['function', 'function']);
   });
 
-  it('gives a CommonJS consumer its exports through require', () => {
+  it('gives a CommonJS consumer the CommonJS build and its exports through require', () => {
     const script =
       `const outbox = require('${name}');\n` +
       `const types = [typeof outbox.OutboxModule, typeof outbox.OutboxService];\n` +
