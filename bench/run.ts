@@ -3,7 +3,7 @@
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
  * slow-handler,bounds,memory,claim,operations,ordered,observability the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
- * default 30, per run); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
+ * default 30, per run; OUTBOX_BENCH_BOUNDS_VARIANTS=none,default,two its runs, the first without the slow handler); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
@@ -28,7 +28,7 @@ import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from '.
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
-import { BOUNDS, boundsRun, type BoundsResult } from './bounds';
+import { BOUNDS, boundsRun, type BoundsResult, type BoundsVariant } from './bounds';
 import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
 import {
   observabilityEnv,
@@ -532,7 +532,12 @@ async function latency(
  */
 async function bounds(db: Db): Promise<BoundsResult[]> {
   const runs: BoundsResult[] = [];
-  for (const variant of ['none', 'default', 'two'] as const) {
+  const variants = (process.env.OUTBOX_BENCH_BOUNDS_VARIANTS?.split(',') ?? [
+    'none',
+    'default',
+    'two',
+  ]) as BoundsVariant[];
+  for (const variant of variants) {
     const r = await raw(db, 1);
     await dropTables(db, r, TABLE);
     await createTables(db, r, TABLE);
