@@ -7,7 +7,7 @@ import { TransportRegistry } from '../transports/transport-registry';
 import { topicMatches } from '../utils/topic';
 import type { OutboxTracer } from '../interfaces/outbox-tracing.interface';
 import { DeliveredMessage } from './delivered-message';
-import { TargetBound } from './target-bound';
+import { TargetActivity, TargetBound } from './target-bound';
 
 /** Something an event is delivered to: a discovered handler, or a route to a transport. */
 export interface DeliveryTarget {
@@ -35,6 +35,8 @@ export class DeliveryTargets {
   private readonly cache = new Map<string, readonly DeliveryTarget[]>();
   /** A route's bound holds for every topic it matches. */
   private readonly routeBounds: TargetBound[];
+  /** When each target last started a call, shared by all of them. */
+  private readonly activity = new TargetActivity();
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -44,7 +46,7 @@ export class DeliveryTargets {
   }
 
   private bound(concurrency: number): TargetBound {
-    return new TargetBound(concurrency);
+    return new TargetBound(concurrency, this.activity);
   }
 
   hasHandler(topic: string, name: string): boolean {

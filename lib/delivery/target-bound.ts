@@ -7,6 +7,36 @@ const WEIGHT = 0.2;
  * the share back to the table and taking it again later costs less than the lane held meanwhile.
  */
 const WAIT_ON_LANE_MS = 20;
+/**
+ * How recently another target of the worker must have started a call for a lane to count as wanted:
+ * without such a call, a share given back to the table would only be taken again by this worker, for
+ * the same full target, and the lane it freed would have served nothing else meanwhile.
+ */
+const LANES_WANTED_WITHIN_MS = 1000;
+
+/**
+ * When the targets of one worker last started a call: the latest start, and the latest by a target
+ * other than the one that made it, so each target can tell whether any other has had work lately.
+ */
+export class TargetActivity {
+  private latestBound: TargetBound | undefined;
+  private latestAt = -Infinity;
+  /** The latest start by a target other than `latestBound`. */
+  private previousAt = -Infinity;
+
+  started(bound: TargetBound, at: number): void {
+    if (this.latestBound !== bound) {
+      this.previousAt = this.latestAt;
+      this.latestBound = bound;
+    }
+    this.latestAt = at;
+  }
+
+  /** When a target other than `bound` last started a call, by `performance.now()`; -Infinity if none has. */
+  lastStartBesides(bound: TargetBound): number {
+    return this.latestBound === bound ? this.previousAt : this.latestAt;
+  }
+}
 
 /**
  * How many calls of one delivery target (a handler, a route) run at once on this instance: never more
@@ -14,8 +44,10 @@ const WAIT_ON_LANE_MS = 20;
  * target's calls are short (a slot frees within `WAIT_ON_LANE_MS`, by the estimate), and otherwise goes
  * back to the table, due when a call of the target is expected to have ended. The estimate: the
  * target's average call so far, spread over its slots; each share given back is queued behind the one
- * before, so a backlog comes back at the rate the target serves it, not all at once. Per instance: each
- * instance bounds its own calls.
+ * before, so a backlog comes back at the rate the target serves it, not all at once. A share goes back
+ * only while lanes are wanted (another target of the worker started a call within the last second):
+ * otherwise nothing else would use the lane, and a backlog for this one target alone would only be
+ * written back and taken again, over and over. Per instance: each instance bounds its own calls.
  */
 // The global `performance`, not node:perf_hooks': a test can move its clock alone (jest's fake timers).
 export class TargetBound {
@@ -28,7 +60,11 @@ export class TargetBound {
   /** When the last share given back is expected to find a free slot, by `performance.now()`. */
   private horizon = 0;
 
-  constructor(readonly concurrency: number) {}
+  constructor(
+    readonly concurrency: number,
+    /** Shared by the targets of one worker. */
+    private readonly activity: TargetActivity = new TargetActivity(),
+  ) {}
 
   /** A slot for one call, when one is free; the caller gives it back with `give` once the call settled. */
   take(): boolean {
@@ -47,6 +83,15 @@ export class TargetBound {
   }
 
   /**
+   * Whether a lane held by a share waiting for this target would be missed: another target of the
+   * worker has started a call within the last second. When none has, the share waits on its lane
+   * however long the calls, as a share going back to the table would only come back to this target.
+   */
+  lanesWanted(): boolean {
+    return performance.now() - this.activity.lastStartBesides(this) <= LANES_WANTED_WITHIN_MS;
+  }
+
+  /**
    * How long, by the estimate, until one more slot frees: the average call spread over the slots; until
    * a call has ended, how long the first has run, a lower bound of the first call.
    */
@@ -59,13 +104,15 @@ export class TargetBound {
     return new Promise((resolve) => this.waiting.push(resolve));
   }
 
-  /** The moment a call with a slot starts, to hand to `give`. */
-  now(): number {
-    return performance.now();
+  /** A call with a slot starts: returns the moment, to hand to `give`. */
+  started(): number {
+    const at = performance.now();
+    this.activity.started(this, at);
+    return at;
   }
 
   /**
-   * A call that started at `startedAt` (from `now()`) settled: its outcome, or its timeout. Without
+   * A call that started at `startedAt` (from `started()`) settled: its outcome, or its timeout. Without
    * `startedAt`, a slot given back unused (its call was aborted before it could start).
    */
   give(startedAt?: number): void {

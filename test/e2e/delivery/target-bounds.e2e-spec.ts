@@ -40,6 +40,7 @@ class Calls {
   slow: string[] = [];
   fast: string[] = [];
   other: string[] = [];
+  alone: string[] = [];
   running = 0;
   maxRunning = 0;
   /** Set by the test: the slow handler's calls end once it resolves. */
@@ -53,9 +54,20 @@ class Orders {
   constructor(private readonly calls: Calls) {}
 
   @OutboxHandler('order.placed', { concurrency: 2 })
-  async slow(message: OutboxMessage) {
+  slow(message: OutboxMessage) {
+    this.calls.slow.push(message.id);
+    return this.held();
+  }
+
+  /** The only target of its topic (no route matches it). */
+  @OutboxHandler('ledger.entry', { concurrency: 2 })
+  alone(message: OutboxMessage) {
+    this.calls.alone.push(message.id);
+    return this.held();
+  }
+
+  private async held() {
     const { calls } = this;
-    calls.slow.push(message.id);
     calls.maxRunning = Math.max(calls.maxRunning, ++calls.running);
     calls.onSlow();
     try {
@@ -177,5 +189,30 @@ describe.each(backends())('per-target bounds on %s', (backend) => {
     expect([...calls.slow].sort()).toEqual(placed.map((e) => e.id).sort());
     expect(calls.maxRunning).toBe(2);
     expect(memory.messages()).toHaveLength(4);
+  });
+  it('keeps a share on its lane, not the table, while no other target has work', async () => {
+    fakeCallClock();
+    const calls = await start({ targetConcurrency: 10 });
+    const events: OutboxLifecycleEvent[] = [];
+    const subscription = app.module.get(OutboxEvents).events$.subscribe((e) => events.push(e));
+    const entries = await publish('ledger.entry', 6);
+    // The first call has run "30 ms" by the bound's clock as the third event finds both slots taken:
+    // long calls, but a share written back would only come back to this handler, the worker's only work.
+    calls.onSlow = () => {
+      calls.onSlow = () => undefined;
+      jest.advanceTimersByTime(30);
+    };
+    const draining = app.worker.drain();
+    await eventually(() => calls.running === 2, 10_000, 'both slots taken');
+    calls.gate.resolve();
+    const result = await draining;
+    subscription.unsubscribe();
+    expect(result).toMatchObject({ delivered: 6, deferred: 0, failed: 0 });
+    expect(events.filter((e) => e.type === 'deferred')).toEqual([]);
+    expect([...calls.alone].sort()).toEqual(entries.map((e) => e.id).sort());
+    expect(calls.maxRunning).toBe(2);
+    // Each delivered on its first attempt, never put back in between.
+    const rows = await outboxRows(app);
+    expect(rows.map((r) => [r.status, Number(r.attempts)])).toEqual(entries.map(() => ['delivered', 1]));
   });
 });
