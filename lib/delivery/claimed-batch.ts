@@ -267,12 +267,12 @@ export class ClaimedBatch {
     };
     // One target, the common case, without the arrays of messages and promises.
     if (pending.length === 1) {
-      const message = new DeliveredMessage(event, aborts[0], false);
+      const message = new DeliveredMessage(event, aborts[0], false, this.scope.token);
       const slot = slots?.[0];
       return (slot ? slot.then(() => call(pending[0], message)) : call(pending[0], message)).then((o) => [o]);
     }
     // Every copy is made before any handler runs (and may change what it was given).
-    const messages = pending.map((_, i) => new DeliveredMessage(event, aborts[i], i > 0));
+    const messages = pending.map((_, i) => new DeliveredMessage(event, aborts[i], i > 0, this.scope.token));
     return Promise.all(
       pending.map((target, i) => {
         const slot = slots?.[i];

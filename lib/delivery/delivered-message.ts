@@ -1,5 +1,6 @@
 import type { OutboxMessage } from '../interfaces/outbox-message.interface';
 import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
+import type { EntityManager } from 'typeorm';
 import type { LazyAbort } from './lazy-abort';
 
 /**
@@ -17,6 +18,10 @@ export class DeliveredMessage implements OutboxMessage {
   /** The event and this call's abort, private to the class: a spread or JSON of the message shows only its data. */
   readonly #event: ClaimedEvent;
   readonly #abort: LazyAbort;
+  /** The claim's token: what a transactional handler's record of its success is fenced by. */
+  readonly #token: string;
+  /** The transaction a transactional handler runs in, once it is open. */
+  #manager: EntityManager | undefined;
 
   /** The claimed event the message was built from: what the run reports, whatever the handler changed. */
   static eventOf(message: DeliveredMessage): ClaimedEvent {
@@ -28,11 +33,22 @@ export class DeliveredMessage implements OutboxMessage {
     return message.#abort;
   }
 
+  /** The token of the claim the message was delivered under. */
+  static tokenOf(message: DeliveredMessage): string {
+    return message.#token;
+  }
+
+  /** The handler's call runs in the transaction of `manager` (see `transactionalTarget`). */
+  static joined(message: DeliveredMessage, manager: EntityManager): void {
+    message.#manager = manager;
+  }
+
   constructor(
     event: ClaimedEvent,
     abort: LazyAbort,
     /** A handler after the first gets copies, so one cannot change what the next one sees. */
     copy: boolean,
+    token: string,
   ) {
     this.id = event.id;
     this.topic = event.topic;
@@ -43,6 +59,11 @@ export class DeliveredMessage implements OutboxMessage {
     this.createdAt = event.createdAt;
     this.#event = event;
     this.#abort = abort;
+    this.#token = token;
+  }
+
+  get manager(): EntityManager | undefined {
+    return this.#manager;
   }
 
   get signal(): AbortSignal {

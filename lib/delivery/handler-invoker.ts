@@ -51,12 +51,16 @@ export class HandlerInvoker {
         resolve(outcome);
       };
       const watch = this.watchdog.watch(handler.timeoutMs, () => {
+        // A transactional handler that is committing: its outcome is the commit's.
+        if (abort.committing) return;
         const error = new OutboxHandlerTimeoutError(handler.timeoutMs);
         abort.abort(error);
         settle(error, true);
       });
       // A lost lease ends the wait at once too (see LeaseRenewal).
-      abort.onGiveUp = (reason) => settle(reason, true);
+      abort.onGiveUp = (reason) => {
+        if (!abort.committing) settle(reason, true);
+      };
       let result: unknown;
       try {
         result = runForEvent(DeliveredMessage.eventOf(message), () => handler.invoke(message));

@@ -15,6 +15,12 @@ export class LazyAbort {
     return this.controller.signal;
   }
 
+  /**
+   * Set by a transactional handler once it has returned and begins to commit: its outcome is then the
+   * commit's, which a timeout or a lost lease no longer cuts short (the commit is fenced by the claim).
+   */
+  committing = false;
+
   /** Set by the run this belongs to: ends the wait for its outcome at once, with `reason`. */
   onGiveUp: ((reason: unknown) => void) | undefined;
 

@@ -1,19 +1,32 @@
 import { Inject, Injectable, type Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
-import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS } from '../outbox.constants';
+import { DEFAULT_TABLE_NAME, OUTBOX_EXTRAS, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import { getOutboxHandlerMetadata } from '../decorators/outbox-handler.decorator';
 import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { OutboxHandlerFn, OutboxHandlerOptions } from '../interfaces/outbox-message.interface';
+import type {
+  OutboxHandlerFn,
+  OutboxHandlerOptions,
+  OutboxIsolationLevel,
+} from '../interfaces/outbox-message.interface';
+import { rejectUnknownOptions, isPlainObject } from '../utils/option-checks';
+import type { OutboxStore } from '../store/outbox.store';
+import { TransactionOpener } from '../publishing/transaction-opener';
+import { transactionalTarget } from './transactional-target';
 import type { OutboxModuleExtras, ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { targetPolicy } from './target-policy';
-import { rejectUnknownOptions } from '../utils/option-checks';
 import { validateTopic } from '../utils/topic';
 import { aboutEvents } from '../utils/log-record';
 import { DeliveryTargets } from './delivery-targets';
 import { StartRefusal } from '../store/start-refusal';
 
-const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry', 'concurrency'];
+const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry', 'concurrency', 'transactional'];
+const ISOLATION_LEVELS: readonly OutboxIsolationLevel[] = [
+  'READ UNCOMMITTED',
+  'READ COMMITTED',
+  'REPEATABLE READ',
+  'SERIALIZABLE',
+];
 
 /**
  * Finds `@OutboxHandler()` methods on providers and controllers once, at module init, checks their
@@ -22,6 +35,8 @@ const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry', 'concurrency'];
 @Injectable()
 export class OutboxExplorer implements OnModuleInit {
   private readonly logger: Logger;
+  /** Opens the transactions of transactional handlers. */
+  private readonly opener: TransactionOpener;
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -29,8 +44,10 @@ export class OutboxExplorer implements OnModuleInit {
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     private readonly targets: DeliveryTargets,
     private readonly refusal: StartRefusal,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
   ) {
     this.logger = options.errorText.logger('OutboxExplorer');
+    this.opener = new TransactionOpener(options, store.dataSource);
   }
 
   onModuleInit(): Promise<void> {
@@ -85,6 +102,33 @@ export class OutboxExplorer implements OnModuleInit {
     );
   }
 
+  /**
+   * A handler's `transactional` option: undefined when it is not, else the isolation level its
+   * transactions use — READ COMMITTED unless it chose another; none on SQLite, whose transactions are
+   * serializable and take no level.
+   */
+  private transactionalOption(where: string, value: unknown): { isolation?: OutboxIsolationLevel } | undefined {
+    if (value === undefined || value === false) return undefined;
+    const path = `${where}: transactional`;
+    const sqlite = this.store.dialect.name === 'sqlite';
+    if (value === true) return { isolation: sqlite ? undefined : 'READ COMMITTED' };
+    if (!isPlainObject(value)) throw new OutboxConfigurationError(path, 'expected true, false or { isolation }');
+    rejectUnknownOptions(path, value, ['isolation'], '.', 'allowed');
+    const { isolation } = value as { isolation?: unknown };
+    if (isolation === undefined) return { isolation: sqlite ? undefined : 'READ COMMITTED' };
+    if (!ISOLATION_LEVELS.includes(isolation as OutboxIsolationLevel)) {
+      throw new OutboxConfigurationError(`${path}.isolation`, `expected one of ${ISOLATION_LEVELS.join(', ')}`);
+    }
+    if (sqlite) {
+      if (isolation === 'SERIALIZABLE') return { isolation: undefined };
+      throw new OutboxConfigurationError(
+        `${path}.isolation`,
+        'SQLite transactions are serializable and take no other level: leave isolation out',
+      );
+    }
+    return { isolation: isolation as OutboxIsolationLevel };
+  }
+
   private register(owner: string, topic: string, options: OutboxHandlerOptions, invoke: OutboxHandlerFn): void {
     const where = `@OutboxHandler('${topic}') on ${owner}`;
     try {
@@ -107,7 +151,14 @@ export class OutboxExplorer implements OnModuleInit {
         `a handler named "${name}" is already registered for this topic; give one of them options.name`,
       );
     }
-    this.targets.addHandler(topic, { name, ...policy, invoke });
+    const transactional = this.transactionalOption(where, options.transactional);
+    this.targets.addHandler(topic, {
+      name,
+      ...policy,
+      invoke: transactional
+        ? transactionalTarget(invoke, name, transactional.isolation, this.opener, this.store)
+        : invoke,
+    });
     this.logger.log(aboutEvents(`Outbox handler ${name} {${topic}}`, { topic }));
   }
 }

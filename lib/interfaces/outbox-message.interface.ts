@@ -1,3 +1,4 @@
+import type { EntityManager } from 'typeorm';
 /** What a handler receives. */
 export interface OutboxMessage<T = unknown> {
   /** The event id (UUIDv7). The same on every attempt: use it to drop duplicates. */
@@ -16,10 +17,17 @@ export interface OutboxMessage<T = unknown> {
    * similar calls so a timed-out attempt stops instead of running next to its retry.
    */
   signal: AbortSignal;
+  /**
+   * For a transactional handler (`@OutboxHandler(topic, { transactional: true })`), the transaction it runs
+   * in: its writes, the record of its success and the events it publishes commit together. Code that
+   * joins through nestjs-cls (`@Transactional()`, `TransactionHost.tx`, `OutboxService.publish()`) is in
+   * it already; pass it where that is not set up. `undefined` for other handlers.
+   */
+  readonly manager?: EntityManager;
 }
 
 /** A message as tests record it (`InMemoryTransport`, `OutboxTesting`): its data, without the `signal`. */
-export type RecordedOutboxMessage = Omit<OutboxMessage, 'signal'>;
+export type RecordedOutboxMessage = Omit<OutboxMessage, 'signal' | 'manager'>;
 
 /**
  * An event as `OutboxTesting` records its death: its data (the `payload` is `undefined` only for a stored
@@ -52,7 +60,18 @@ export interface OutboxHandlerOptions {
    * table, uncounted, due when a call is expected to have ended. Default `worker.targetConcurrency`.
    */
   concurrency?: number;
+  /**
+   * Runs the handler in a transaction of its own on the outbox's DataSource, and records its success
+   * in that transaction before it commits (fenced by the claim): its writes happen exactly once. A
+   * failure, a timeout or a lost claim rolls them back. `true`, or `{ isolation }` to choose the
+   * isolation level (default `READ COMMITTED` on PostgreSQL, MySQL and MariaDB; SQLite transactions are
+   * serializable). See "Exactly once" in the README.
+   */
+  transactional?: boolean | { isolation?: OutboxIsolationLevel };
 }
+
+/** A transaction's isolation level, as TypeORM names it. */
+export type OutboxIsolationLevel = 'READ UNCOMMITTED' | 'READ COMMITTED' | 'REPEATABLE READ' | 'SERIALIZABLE';
 
 export type OutboxHandlerFn<T = unknown> = (message: OutboxMessage<T>) => Promise<void> | void;
 

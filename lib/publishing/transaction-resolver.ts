@@ -51,6 +51,6 @@ function ambientManager(options: ResolutionOptions): EntityManager | undefined {
  * wraps every provider, the DataSource too), while a transaction's manager holds the DataSource itself.
  * Its own EntityManager, made once in its constructor, is the same object through any such proxy.
  */
-function sameDataSource(a: DataSource, b: DataSource): boolean {
+export function sameDataSource(a: DataSource, b: DataSource): boolean {
   return a === b || a.manager === b.manager;
 }

@@ -1,5 +1,10 @@
 import { acknowledgeStatement, deliveredStatement } from '../dialects/shared/outcome-statements';
-import { deferStatement, failStatement, releaseStatement } from '../dialects/shared/outcome-statements';
+import {
+  completeStatement,
+  deferStatement,
+  failStatement,
+  releaseStatement,
+} from '../dialects/shared/outcome-statements';
 import { randomUUID } from 'node:crypto';
 import type { OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
@@ -20,7 +25,7 @@ import { outboxTableOn, type OutboxTable } from '../dialects/shared/outbox-table
 import type { OutboxCounts, PublishResult } from '../interfaces/outbox-message.interface';
 import type { ValidatedEvent } from '../interfaces/validated-event.interface';
 import { CommitWatcher } from './commit-watcher';
-import { createSqlExecutor } from './sql-executor';
+import { createSqlExecutor, queryOn } from './sql-executor';
 import { verifyOutboxTable } from './table-check';
 import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
 import { KeyOrder } from '../ordering/key-order';
@@ -221,6 +226,15 @@ export class OutboxStore implements OnModuleInit {
   async defer(id: string, token: string, completedHandlers: string[], delayMs: number): Promise<boolean> {
     const statement = deferStatement(this.dialect.flavor, this.table, id, token, completedHandlers, delayMs);
     return (await this.executor.run(statement)).affected === 1;
+  }
+
+  /**
+   * Records, inside the transaction of `manager`, that `handler` is done with the event `token` still
+   * holds; false when the token no longer holds it (the transaction must then roll back).
+   */
+  async complete(manager: EntityManager, id: string, token: string, handler: string): Promise<boolean> {
+    const statement = completeStatement(this.dialect.flavor, this.table, id, token, handler);
+    return (await queryOn(manager.queryRunner!, statement)).affected === 1;
   }
 
   /** Extends, by `leaseMs`, the lease of those of `ids` that `token` still holds; returns their ids. */

@@ -34,6 +34,7 @@ export const mysqlFlavor: SqlFlavor = {
   concat: (...parts) => `CONCAT(${parts.join(', ')})`,
   left: (expression, n) => `LEFT(${expression}, ${n})`,
   json: (place) => place,
+  jsonAppend: (column, place) => `JSON_ARRAY_APPEND(${column}, '$', ${place})`,
   /** The attempt log's JSON in MySQL and MariaDB, kept in a LONGTEXT column like the payload. */
   attemptLog: {
     object: (e) =>

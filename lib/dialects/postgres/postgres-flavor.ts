@@ -29,6 +29,7 @@ export const postgresFlavor: SqlFlavor = {
   concat: (...parts) => parts.join(' || '),
   left: (expression, n) => `left(${expression}, ${n})`,
   json: (place) => `${place}::jsonb`,
+  jsonAppend: (column, place) => `${column} || jsonb_build_array(${place}::text)`,
   attemptLog: {
     object: (e) =>
       `jsonb_build_object('attempt', ${e.attempt}, 'startedAt', ${e.startedAt}, 'finishedAt', ${e.finishedAt}, ` +

@@ -228,6 +228,8 @@ export interface SqlFlavor {
   left: (expression: string, n: number) => string;
   /** Bound JSON text as a JSON column takes it. */
   json: (place: string) => string;
+  /** A JSON array column (`column`, quoted) with one more text element, bound at `place`, at its end. */
+  jsonAppend: (column: string, place: string) => string;
   /** The JSON functions of the attempt history. */
   readonly attemptLog: AttemptLogSql;
   /** Columns an insert writes besides `INSERT_COLUMNS`, with their values, where the table has no default for them. */

@@ -29,6 +29,27 @@ export function acknowledgeStatement(f: SqlFlavor, table: OutboxTable, ids: stri
   );
 }
 
+/**
+ * Records that `handler` is done with an event `token` still holds, adding it to the targets a retry
+ * skips: a transactional handler's last write, in its own transaction (see `TransactionalTarget`).
+ * Appended in SQL, so handlers of one event finishing at once each add their own.
+ */
+export function completeStatement(
+  f: SqlFlavor,
+  table: OutboxTable,
+  id: string,
+  token: string,
+  handler: string,
+): Statement {
+  const b = new StatementBuilder(f.placeholder);
+  const c = f.ident;
+  const p = b.named({ id, token, handler });
+  return b.statement(
+    `UPDATE ${f.byId(table)} SET ${c('completed_handlers')} = ${f.jsonAppend(c('completed_handlers'), p.handler)} ` +
+      `WHERE ${c('id')} = ${p.id} AND ${held(f, p.token)}`,
+  );
+}
+
 /** The attempts of those of `ids` that are delivered. */
 export function deliveredStatement(f: SqlFlavor, table: OutboxTable, ids: string[]): Statement {
   const b = new StatementBuilder(f.placeholder);

@@ -36,6 +36,7 @@ export const sqliteFlavor: SqlFlavor = {
   concat: (...parts) => parts.join(' || '),
   left: (expression, n) => `substr(${expression}, 1, ${n})`,
   json: (place) => place,
+  jsonAppend: (column, place) => `json_insert(${column}, '$[#]', ${place})`,
   attemptLog: {
     object: (e) =>
       `json_object('attempt', ${e.attempt}, 'startedAt', ${e.startedAt}, 'finishedAt', ${e.finishedAt}, ` +

@@ -319,6 +319,23 @@ describe('start-up errors', () => {
     expect(error.message).toMatch(/a handler named "same" is already registered/);
   });
 
+  it.each([
+    [{ isolation: 'SNAPSHOT' }, 'transactional.isolation', /expected one of READ UNCOMMITTED, READ COMMITTED/],
+    [{ isolation: 'READ COMMITTED' }, 'transactional.isolation', /SQLite transactions are serializable/],
+    [{ isolaton: 'SERIALIZABLE' }, 'transactional.isolaton', /isolaton/],
+    ['yes', 'transactional', /expected true, false or \{ isolation \}/],
+  ])('refuses a transactional option of %j', async (transactional, option, message) => {
+    @Injectable()
+    class Chosen {
+      @OutboxHandler('x', { transactional: transactional as never })
+      async handle() {}
+    }
+    const error = await bootError([typeorm(), ...clsImports(), OutboxModule.forRoot({})], [Chosen]);
+    expect(error.option).toContain(`@OutboxHandler('x') on Chosen.handle: ${option.split('.')[0]}`);
+    expect(`${error.option} ${error.message}`).toContain(option);
+    expect(error.message).toMatch(message);
+  });
+
   it('refuses two global OutboxModules in one application, saying how to register the others', async () => {
     const own = sqliteFile();
     const error = await bootError([
