@@ -37,6 +37,22 @@ class OrderHandlers {
     message.payload.lines.push('added by the handler');
   }
 
+  /** Set by the test: `<table>_orders` and its dialect. */
+  orders?: { table: string; sql: (text: string) => string };
+
+  @OutboxHandler('order.booked', { transactional: true })
+  async book(message: OutboxMessage<{ orderId: string }>) {
+    const { table, sql } = this.orders!;
+    await message.manager!.query(sql(`INSERT INTO "${table}" ("id", "note") VALUES (?, ?)`), [
+      message.payload.orderId,
+      'booked',
+    ]);
+    if (this.failuresLeft > 0) {
+      this.failuresLeft--;
+      throw new Error('booking refused');
+    }
+  }
+
   @OutboxHandler('order.poisoned')
   refuse() {
     throw new OutboxNonRetryableError('malformed order');
@@ -106,6 +122,22 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
       expect.objectContaining({ id, handler: 'OrderHandlers.mail', attempt: 2, payload: { orderId: 'o-2' } }),
     ]);
     expect(outbox.handled()[0]).not.toHaveProperty('error');
+  });
+
+  it('runs a transactional handler in its transaction, and records its calls as any other', async () => {
+    const outbox = OutboxTesting.from(app.module);
+    handlers.orders = { table: app.ordersTable, sql: app.sql };
+    handlers.failuresLeft = 1;
+    const { id } = await publish('order.booked', { orderId: 'o-9' });
+    expect(await outbox.drain()).toEqual(drained({ delivered: 1, failed: 1 }));
+    expect(outbox.failed('order.booked')).toEqual([
+      expect.objectContaining({ id, handler: 'OrderHandlers.book', attempt: 1, error: 'Error: booking refused' }),
+    ]);
+    const [handled] = outbox.handled('order.booked');
+    expect(handled).toMatchObject({ id, handler: 'OrderHandlers.book', attempt: 2 });
+    expect(handled).not.toHaveProperty('manager');
+    // The first attempt's insert was rolled back with it: the second could insert the same id.
+    expect(await app.raw.query(`SELECT "id" FROM "${app.ordersTable}"`)).toEqual([{ id: 'o-9' }]);
   });
 
   it('dead-letters after the last attempt within one drain(), and records it', async () => {
