@@ -126,7 +126,7 @@ describe.each(backends())('OutboxTesting on %s', (backend) => {
 
   it('runs a transactional handler in its transaction, and records its calls as any other', async () => {
     const outbox = OutboxTesting.from(app.module);
-    handlers.orders = { table: app.ordersTable, sql: app.sql };
+    handlers.orders = { table: app.ordersTable, sql: (text) => app.sql(text) };
     handlers.failuresLeft = 1;
     const { id } = await publish('order.booked', { orderId: 'o-9' });
     expect(await outbox.drain()).toEqual(drained({ delivered: 1, failed: 1 }));
