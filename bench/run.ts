@@ -2,7 +2,7 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * slow-handler,bounds,memory,claim,operations,ordered,observability the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
+ * slow-handler,bounds,memory,claim,operations,ordered,observability,transactional the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
  * default 30, per run; OUTBOX_BENCH_BOUNDS_VARIANTS=none,default,two its runs, the first without the slow handler); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
@@ -29,6 +29,7 @@ import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 import { BOUNDS, boundsRun, type BoundsResult, type BoundsVariant } from './bounds';
+import { transactionalBench, transactionalReport, type TransactionalResult } from './transactional';
 import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
 import {
   observabilityEnv,
@@ -52,11 +53,14 @@ const LATEST_SECTIONS = [
   'operations',
   'ordered',
   'observability',
+  'transactional',
 ];
 const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? LATEST_SECTIONS);
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
   drainEvents: QUICK ? 5_000 : 50_000,
+  /** The transactional handlers' drains, in this process: a row inserted per event, so fewer than the no-op drain. */
+  transactionalEvents: QUICK ? 2_000 : 10_000,
   /** The observability drains: long enough that a collection or a stall weighs little in one round. */
   observabilityEvents: QUICK ? 5_000 : 100_000,
   latencySeconds: QUICK ? 3 : 10,
@@ -690,7 +694,13 @@ async function main() {
     const ord = SECTIONS.has('ordered') ? await ordered(db) : undefined;
     log(`— ${db}: observability`);
     const obs = SECTIONS.has('observability') ? await observability(db) : undefined;
+    log(`— ${db}: transactional handlers`);
     const r = await raw(db, 1);
+    let tr: TransactionalResult | undefined;
+    if (SECTIONS.has('transactional')) {
+      await createTables(db, r, TABLE);
+      tr = await transactionalBench(db, r, TABLE, SIZES.transactionalEvents, DRAIN_ROUNDS, log);
+    }
     await dropTables(db, r, TABLE);
     await r.close();
     results[db] = {
@@ -705,6 +715,7 @@ async function main() {
       operations: o,
       ordered: ord,
       observability: obs,
+      transactional: tr,
     };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
@@ -723,7 +734,11 @@ async function main() {
   }
   // A run of idle-tx alone must not replace the other sections' figures with an empty table.
   if (!LATEST_SECTIONS.some((section) => SECTIONS.has(section))) return;
-  const md = report(results, dbs) + orderedReport(results, dbs) + observabilityReport(results, dbs);
+  const md =
+    report(results, dbs) +
+    orderedReport(results, dbs) +
+    observabilityReport(results, dbs) +
+    transactionalReport(results, dbs);
   writeFileSync(join(ROOT, 'bench/results/latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(ROOT, 'bench/results/latest.md'), md);
   process.stdout.write(md);
