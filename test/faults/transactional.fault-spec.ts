@@ -1,8 +1,9 @@
 import { rawDb, type BackendName } from '../fixtures/backends';
 import type { TestApp } from '../fixtures/test-app';
 import { faultBackends } from './fixtures/fault-backends';
+import { eventually } from '../fixtures/eventually';
 import { FAULT_TX_TOPIC, KILL_POINTS } from './fixtures/fault-config';
-import { faultScenarios, publishEvents } from './fixtures/harness';
+import { faultScenarios, publishEvents, statusCounts } from './fixtures/harness';
 import { KillSchedule } from './fixtures/kill-schedule';
 import { record } from './fixtures/report';
 
@@ -105,3 +106,49 @@ describe.each(faultBackends())('SIGKILL with a transactional handler on %s', (ba
     },
   );
 });
+
+// Server databases only: on SQLite the stalled handler's transaction holds the one write lock of the
+// file, so no other claim can happen until it resumes (and then its own commit is the only one).
+describe.each(faultBackends().filter((b) => b === 'postgres' || b === 'mariadb'))(
+  'a transactional handler stalled past its lease, on %s',
+  (backend: BackendName) => {
+    it('leaves no effect of the stalled attempt: the second claim’s commits, the first one rolls back', async () => {
+      const { app, fleet } = await openScenario(backend, {
+        worker: { pollIntervalMs: 100, batchSize: 10, concurrency: 2, leaseMs: 2000, handlerTimeoutMs: 1500 },
+        maxAttempts: 3,
+        handlerMs: 500,
+      });
+      await createEffects(app);
+      const [first] = await fleet.start(1);
+      const [id] = await publishEvents(app, 1, 1, undefined, undefined, FAULT_TX_TOPIC);
+      // Stalled (a long GC pause, a frozen VM) with its effect written in its open transaction.
+      await first.waitFor(new RegExp(`^WROTE ${id} 1$`));
+      first.process.kill('SIGSTOP');
+      let second;
+      try {
+        [second] = await fleet.start(1);
+        await eventually(
+          async () => (await statusCounts(backend, app.table, app.sqlitePath)).delivered === 1,
+          30_000,
+          'delivery by the second worker',
+        );
+      } finally {
+        first.process.kill('SIGCONT');
+      }
+      // The first one's attempt ends (its timeout, or its handler returning): its transaction rolls back,
+      // fenced out by the second claim's token, and the failure it would record is refused.
+      await first.waitFor(/rejected|lease of outbox event .* was lost/);
+      await fleet.stop();
+      const effects = await app.raw.query<{ event_id: string; attempt: number; pid: number }>(
+        `SELECT "event_id", "attempt", "pid" FROM "${app.table}_effects"`,
+      );
+      expect(effects.map((e) => [e.event_id, Number(e.attempt), Number(e.pid)])).toEqual([[id, 2, second.process.pid]]);
+      const [row] = await app.raw.query<{ status: string; attempts: number }>(
+        `SELECT "status", "attempts" FROM "${app.table}" WHERE "id" = ?`,
+        [id],
+      );
+      expect([row.status, Number(row.attempts)]).toEqual(['delivered', 2]);
+      expect(fleet.unexpectedExits).toEqual([]);
+    });
+  },
+);
