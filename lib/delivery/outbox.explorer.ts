@@ -104,18 +104,20 @@ export class OutboxExplorer implements OnModuleInit {
 
   /**
    * A handler's `transactional` option: undefined when it is not, else the isolation level its
-   * transactions use — READ COMMITTED unless it chose another; none on SQLite, whose transactions are
-   * serializable and take no level.
+   * transactions set — the one it chose; unless it chose, READ COMMITTED on MySQL and MariaDB (whose
+   * default is REPEATABLE READ) and none on PostgreSQL (READ COMMITTED is its default: naming it again
+   * costs a statement per transaction) and SQLite (serializable, and takes no level).
    */
   private transactionalOption(where: string, value: unknown): { isolation?: OutboxIsolationLevel } | undefined {
     if (value === undefined || value === false) return undefined;
     const path = `${where}: transactional`;
     const sqlite = this.store.dialect.name === 'sqlite';
-    if (value === true) return { isolation: sqlite ? undefined : 'READ COMMITTED' };
+    const byDefault = { isolation: this.store.dialect.name === 'mysql' ? ('READ COMMITTED' as const) : undefined };
+    if (value === true) return byDefault;
     if (!isPlainObject(value)) throw new OutboxConfigurationError(path, 'expected true, false or { isolation }');
     rejectUnknownOptions(path, value, ['isolation'], '.', 'allowed');
     const { isolation } = value as { isolation?: unknown };
-    if (isolation === undefined) return { isolation: sqlite ? undefined : 'READ COMMITTED' };
+    if (isolation === undefined) return byDefault;
     if (!ISOLATION_LEVELS.includes(isolation as OutboxIsolationLevel)) {
       throw new OutboxConfigurationError(`${path}.isolation`, `expected one of ${ISOLATION_LEVELS.join(', ')}`);
     }

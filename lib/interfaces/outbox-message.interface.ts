@@ -64,8 +64,8 @@ export interface OutboxHandlerOptions {
    * Runs the handler in a transaction of its own on the outbox's DataSource, and records its success
    * in that transaction before it commits (fenced by the claim): its writes happen exactly once. A
    * failure, a timeout or a lost claim rolls them back. `true`, or `{ isolation }` to choose the
-   * isolation level (default `READ COMMITTED` on PostgreSQL, MySQL and MariaDB; SQLite transactions are
-   * serializable). See "Exactly once" in the README.
+   * isolation level (default `READ COMMITTED`: set on MySQL and MariaDB, PostgreSQL's own default there;
+   * SQLite transactions are serializable). See docs/exactly-once.md.
    */
   transactional?: boolean | { isolation?: OutboxIsolationLevel };
 }
