@@ -106,6 +106,12 @@ export type {
 } from './interfaces/outbox-event-record.interface';
 export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './schema/outbox.migration';
 export { OutboxMigrations, createOutboxMigrations } from './schema/outbox-migrations';
+export { OutboxInboxMigrations, createOutboxInboxMigrations } from './schema/inbox-migrations';
+export { OutboxInboxModule, type OutboxInboxModuleAsyncOptions } from './inbox/outbox-inbox.module';
+export type { OutboxInboxModuleOptions } from './inbox/inbox-options';
+export { OutboxInboxService, type OutboxInboxOutcome } from './inbox/outbox-inbox.service';
+export { OutboxInbox, type OutboxInboxOptions } from './inbox/outbox-inbox.decorator';
+export { OutboxInboxInterceptor } from './inbox/outbox-inbox.interceptor';
 export {
   OutboxConfigurationError,
   OutboxDedupeConflictError,
@@ -114,6 +120,7 @@ export {
   OutboxHandlerTimeoutError,
   OutboxHeadersTooLargeError,
   OutboxHttpError,
+  OutboxInboxMessageError,
   OutboxLeaseLostError,
   OutboxNonRetryableError,
   OutboxPayloadTooLargeError,
@@ -125,5 +132,6 @@ export {
   OutboxTransactionRequiredError,
   OutboxUnsupportedDatabaseError,
   OutboxValidationError,
+  OutboxWebhookSignatureError,
 } from './errors/outbox.errors';
 export { OutboxLogRecord, type OutboxLogFields } from './utils/log-record';

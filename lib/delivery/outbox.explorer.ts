@@ -12,6 +12,7 @@ import type {
 import { rejectUnknownOptions, isPlainObject } from '../utils/option-checks';
 import type { OutboxStore } from '../store/outbox.store';
 import { TransactionOpener } from '../publishing/transaction-opener';
+import { isolationFor } from '../publishing/isolation';
 import { transactionalTarget } from './transactional-target';
 import type { OutboxModuleExtras, ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import { targetPolicy } from './target-policy';
@@ -21,12 +22,6 @@ import { DeliveryTargets } from './delivery-targets';
 import { StartRefusal } from '../store/start-refusal';
 
 const HANDLER_OPTION_KEYS = ['name', 'timeoutMs', 'retry', 'concurrency', 'transactional'];
-const ISOLATION_LEVELS: readonly OutboxIsolationLevel[] = [
-  'READ UNCOMMITTED',
-  'READ COMMITTED',
-  'REPEATABLE READ',
-  'SERIALIZABLE',
-];
 
 /**
  * Finds `@OutboxHandler()` methods on providers and controllers once, at module init, checks their
@@ -104,31 +99,16 @@ export class OutboxExplorer implements OnModuleInit {
 
   /**
    * A handler's `transactional` option: undefined when it is not, else the isolation level its
-   * transactions set — the one it chose; unless it chose, READ COMMITTED on MySQL and MariaDB (whose
-   * default is REPEATABLE READ) and none on PostgreSQL (READ COMMITTED is its default: naming it again
-   * costs a statement per transaction) and SQLite (serializable, and takes no level).
+   * transactions set (see `isolationFor`).
    */
   private transactionalOption(where: string, value: unknown): { isolation?: OutboxIsolationLevel } | undefined {
     if (value === undefined || value === false) return undefined;
     const path = `${where}: transactional`;
-    const sqlite = this.store.dialect.name === 'sqlite';
-    const byDefault = { isolation: this.store.dialect.name === 'mysql' ? ('READ COMMITTED' as const) : undefined };
-    if (value === true) return byDefault;
+    const dialect = this.store.dialect.name;
+    if (value === true) return { isolation: isolationFor(dialect, path, undefined) };
     if (!isPlainObject(value)) throw new OutboxConfigurationError(path, 'expected true, false or { isolation }');
     rejectUnknownOptions(path, value, ['isolation'], '.', 'allowed');
-    const { isolation } = value as { isolation?: unknown };
-    if (isolation === undefined) return byDefault;
-    if (!ISOLATION_LEVELS.includes(isolation as OutboxIsolationLevel)) {
-      throw new OutboxConfigurationError(`${path}.isolation`, `expected one of ${ISOLATION_LEVELS.join(', ')}`);
-    }
-    if (sqlite) {
-      if (isolation === 'SERIALIZABLE') return { isolation: undefined };
-      throw new OutboxConfigurationError(
-        `${path}.isolation`,
-        'SQLite transactions are serializable and take no other level: leave isolation out',
-      );
-    }
-    return { isolation: isolation as OutboxIsolationLevel };
+    return { isolation: isolationFor(dialect, `${path}.isolation`, (value as { isolation?: unknown }).isolation) };
   }
 
   private register(owner: string, topic: string, options: OutboxHandlerOptions, invoke: OutboxHandlerFn): void {

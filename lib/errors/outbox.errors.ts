@@ -248,3 +248,26 @@ export class OutboxStateConflictError extends OutboxHttpError {
     super(`The outbox event ${id} is ${state.replace('_', ' ')}: the operation did not apply to it, nothing changed`);
   }
 }
+
+/**
+ * A message reached an inbox without a usable outbox message id (none in the transport's metadata, or
+ * not a UUID), or with a consumer name out of shape. Nothing was written and the handler did not run.
+ * Nest answers it with HTTP 400.
+ */
+export class OutboxInboxMessageError extends OutboxValidationError {
+  constructor(problem: string) {
+    super('inbox message', problem);
+  }
+}
+
+/**
+ * A webhook reached an inbox without a valid signature of the configured secret: it was not written
+ * and its handler did not run. Nest answers it with HTTP 401.
+ */
+export class OutboxWebhookSignatureError extends OutboxHttpError {
+  readonly statusCode = 401;
+
+  constructor(problem: string) {
+    super(`Webhook refused: ${problem}`);
+  }
+}

@@ -1,4 +1,5 @@
 import type { ClaimArgs, OutboxDialect, RenewalArgs, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import { mysqlInbox } from './mysql-inbox';
 import { decodeRow, driverErrno, indexNames, requireVersion } from '../shared/dialect.util';
 import { CLAIMED } from '../shared/outbox-columns';
 import { indexesOf, purgeBatch, purgeSelection } from './mysql-retention';
@@ -45,6 +46,9 @@ export class MysqlDialect implements OutboxDialect {
 
   /** The table's versions and the start-up checks: mysql-schema.ts (its indexes: mysql-retention.ts). */
   readonly schema = { ...mysqlSchema, indexes: indexesOf };
+
+  /** The inbox table of a receiving service: mysql-inbox.ts. */
+  readonly inbox = mysqlInbox;
 
   isTransient(error: unknown): boolean {
     // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT

@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { postgresInbox } from './postgres-inbox';
 import { postgresFlavor } from './postgres-flavor';
 import { postgresSchema } from './postgres-schema';
 import { PostgresWakeUp } from './postgres-wake-up';
@@ -66,6 +67,9 @@ export class PostgresDialect implements OutboxDialect {
 
   /** The table's versions and the start-up checks: postgres-schema.ts. */
   readonly schema = postgresSchema;
+
+  /** The inbox table of a receiving service: postgres-inbox.ts. */
+  readonly inbox = postgresInbox;
 
   isTransient(error: unknown): boolean {
     // deadlock_detected, serialization_failure, lock_not_available

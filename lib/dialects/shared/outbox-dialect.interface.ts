@@ -254,4 +254,24 @@ export interface OutboxDialect
   extends DialectTraits, PublishStatements, DeliveryStatements, RetentionStatements, OperationsStatements {
   /** The table's versions and the start-up checks. */
   readonly schema: SchemaStatements;
+  /** The inbox table of a service that receives the outbox's messages. */
+  readonly inbox: InboxStatements;
+}
+
+/**
+ * The inbox table: `(consumer, message_id)` as its primary key and when the pair was received. Its own
+ * versions, like the outbox table's: version 1 is `create`, as released.
+ */
+export interface InboxStatements {
+  /** DDL of the table and its index: inbox schema version 1, as released. Never changes. */
+  create: (table: OutboxTable) => string[];
+  drop: (table: OutboxTable) => string[];
+  /**
+   * Inserts the pair received now unless the table has it: affected 1 when inserted, 0 for a duplicate.
+   * Waits for a transaction that inserted the same pair and has not ended: a duplicate once it commits,
+   * inserted here if it rolls back.
+   */
+  receive: (table: OutboxTable, consumer: string, messageId: string) => Statement;
+  /** Deletes up to `limit` of the pairs received more than `keepMs` ago, oldest first. */
+  purge: (table: OutboxTable, keepMs: number, limit: number) => Statement;
 }

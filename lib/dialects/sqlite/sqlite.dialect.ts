@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { sqliteInbox } from './sqlite-inbox';
 import type {
   OutboxDialect,
   ClaimArgs,
@@ -56,6 +57,9 @@ export class SqliteDialect implements OutboxDialect {
 
   /** The table's versions and the start-up checks: sqlite-schema.ts. */
   readonly schema = sqliteSchema;
+
+  /** The inbox table of a receiving service: sqlite-inbox.ts. */
+  readonly inbox = sqliteInbox;
 
   /** Processes sharing the file hear of each other's commits through the file system (see SqliteFileWakeUp). */
   wakeUpChannel(dataSource: DataSource) {
