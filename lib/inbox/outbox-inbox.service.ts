@@ -1,5 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { getTransactionHostToken, type TransactionHost } from '@nestjs-cls/transactional';
+import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
 import { dialectForType } from '../dialects/dialect-for-type';
 import type { OutboxDialect, SqlExecutor } from '../dialects/shared/outbox-dialect.interface';
@@ -28,25 +31,37 @@ export class OutboxInboxService implements OnModuleInit {
   readonly table: OutboxTable;
   /** Statements of the inbox's own (start-up check, retention), outside any transaction of the application. */
   readonly executor: SqlExecutor;
-  private readonly opener: TransactionOpener;
+  private opener!: TransactionOpener;
   private readonly current = new AsyncLocalStorage<EntityManager>();
   private isolation: OutboxIsolationLevel | undefined;
 
   constructor(
     @Inject(OUTBOX_INBOX_OPTIONS) private readonly options: ResolvedInboxOptions,
     @Inject(OUTBOX_INBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+    private readonly moduleRef: ModuleRef,
   ) {
     this.dialect = dialectForType(String(dataSource.options.type));
     this.table = outboxTableOn(dataSource, options.tableName);
     // SQLite: the application's transactions and these statements take turns on its one connection.
     this.executor = createSqlExecutor(dataSource, this.dialect, this.dialect.connectionGate?.(dataSource));
-    this.opener = new TransactionOpener(
-      { transactionResolver: undefined, transactionConnectionName: options.transactionConnectionName },
-      dataSource,
-    );
+  }
+
+  /** nestjs-cls's host of transactions of this application, if its transactional plugin is registered. */
+  private transactionHost(): TransactionHost<TransactionalAdapterTypeOrm> | undefined {
+    try {
+      return this.moduleRef.get(getTransactionHostToken(this.options.transactionConnectionName), { strict: false });
+    } catch {
+      return undefined;
+    }
   }
 
   async onModuleInit(): Promise<void> {
+    // The application's own host, not the process's last: two applications may run in one process.
+    this.opener = new TransactionOpener(
+      { transactionResolver: undefined, transactionConnectionName: this.options.transactionConnectionName },
+      this.dataSource,
+      { host: this.transactionHost() },
+    );
     try {
       this.isolation = isolationFor(this.dialect.name, 'inbox.isolation', this.options.isolation);
       const { rows } = await this.executor.run(this.dialect.schema.tableExists(this.table));

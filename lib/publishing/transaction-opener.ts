@@ -15,9 +15,14 @@ type OpenerOptions = Pick<ResolvedOutboxOptions, 'transactionResolver' | 'transa
  * from the work join it — else on the DataSource, the transaction's manager handed to the work.
  */
 export class TransactionOpener {
+  /**
+   * `resolvedHost`: the plugin's host as the application's injector resolved it, when the caller has it
+   * (`undefined`: none is registered) — else the last one registered in the process is taken.
+   */
   constructor(
     private readonly options: OpenerOptions,
     private readonly dataSource: DataSource,
+    private readonly resolvedHost?: { host: TransactionHost<TransactionalAdapterTypeOrm> | undefined },
   ) {}
 
   run<T>(isolation: OutboxIsolationLevel | undefined, work: (manager: EntityManager) => Promise<T>): Promise<T> {
@@ -43,6 +48,7 @@ export class TransactionOpener {
   /** nestjs-cls's host of transactions, unless the app resolves its transactions its own way or has none. */
   private host(): TransactionHost<TransactionalAdapterTypeOrm> | undefined {
     if (this.options.transactionResolver) return undefined;
+    if (this.resolvedHost) return this.resolvedHost.host;
     try {
       return TransactionHost.getInstance<TransactionalAdapterTypeOrm>(this.options.transactionConnectionName);
     } catch {

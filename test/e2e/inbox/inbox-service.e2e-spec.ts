@@ -1,30 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import {
-  createOutboxInboxMigrations,
-  createOutboxMigrations,
-  OutboxInboxMessageError,
-  OutboxInboxModule,
-  OutboxInboxService,
-  OutboxTableMissingError,
-  type OutboxInboxModuleOptions,
-} from '../../../lib';
+import { OutboxInboxMessageError, OutboxInboxModule, OutboxInboxService, OutboxTableMissingError } from '../../../lib';
 import { InboxRetention } from '../../../lib/inbox/inbox-retention';
 import { backends, isSqlite, uniqueName } from '../../fixtures/backends';
 import { deferred } from '../../fixtures/eventually';
 import { createTestApp, emptyTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
-import type { BackendName } from '../../fixtures/backends';
-
-/** A test app with an inbox table `<table>_inbox` beside the outbox, migrated with it. */
-export function inboxTestApp(backend: BackendName, inbox: OutboxInboxModuleOptions = {}, table = uniqueName()) {
-  return createTestApp({
-    backend,
-    table,
-    extraTypeOrm: {
-      migrations: [...createOutboxMigrations(table), ...createOutboxInboxMigrations(`${table}_inbox`)],
-    },
-    imports: [OutboxInboxModule.forRoot({ tableName: `${table}_inbox`, ...inbox })],
-  });
-}
+import { inboxTestApp } from '../../fixtures/inbox-app';
 
 describe.each(backends())('the inbox service on %s', (backend) => {
   let app: TestApp;
