@@ -181,7 +181,7 @@ describe.each(CASES.map((c) => [c.name, c] as const))('@OutboxInbox() on a Nest 
     const db = await rawDb(backend, sqlitePath);
     await db.query(sql(backend, `CREATE TABLE "${seen.effects}" ("id" varchar(64) NOT NULL, "note" varchar(255))`));
     await db.close();
-    client = ClientProxyFactory.create(spec.client(channel)) as unknown as OutboxClientProxy & { close(): unknown };
+    client = ClientProxyFactory.create(spec.client(channel));
     transport = new ClientProxyTransport('broker', client, { pattern: () => PATTERN });
   });
   afterAll(async () => {
