@@ -5,7 +5,7 @@ import { OutboxInboxMessageError } from '../errors/outbox.errors';
 import { OUTBOX_INBOX_METADATA, OUTBOX_INBOX_OPTIONS } from './inbox-constants';
 import { type InboxDelivery, inboxDeliveryOf } from './inbox-delivery';
 import type { ResolvedInboxOptions } from './inbox-options';
-import type { OutboxInboxMetadata } from './outbox-inbox.decorator';
+import type { OutboxInboxMetadata } from './inbox-metadata';
 import { OutboxInboxService } from './outbox-inbox.service';
 
 /** What `@OutboxInbox()` puts in front of a handler (see the decorator). */

@@ -20,6 +20,7 @@ const LAYERS = [
   'ordering',
   'store',
   'publishing',
+  'inbox',
   'operations',
   'delivery',
   'observability',

@@ -1,6 +1,7 @@
 import { dialectForType } from '../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../lib/dialects/shared/outbox-table';
 import { readFileSync } from 'node:fs';
+import { createOutboxInboxMigrations } from '../../lib/schema/inbox-migrations';
 import { join } from 'node:path';
 
 /**
@@ -37,5 +38,33 @@ describe('released schema versions', () => {
       v8: { up: dialect.schema.upgrade(8, table), down: dialect.schema.downgrade(8, table) },
       v9: { up: dialect.schema.upgrade(9, table), down: dialect.schema.downgrade(9, table) },
     }).toEqual(released[key]);
+  });
+});
+
+/** The inbox table's released versions, held the same way (written from the code of its first release). */
+const releasedInbox = JSON.parse(
+  readFileSync(join(__dirname, '../fixtures/released-inbox-schema.json'), 'utf8'),
+) as Record<string, unknown>;
+
+describe('released inbox schema versions', () => {
+  const cases = ['postgres', 'mysql', 'sqlite'].flatMap((type) => [
+    { key: `${type} outbox_inbox`, type, table: outboxTable('outbox_inbox') },
+    {
+      key: `${type} app.billing_inbox`,
+      type,
+      table: outboxTable('billing_inbox', type === 'postgres' ? 'app' : undefined),
+    },
+  ]);
+
+  it.each(cases)('$key: every version builds the statements it was released with', ({ key, type, table }) => {
+    const dialect = dialectForType(type);
+    expect({ v1: { up: dialect.inbox.create(table), down: dialect.inbox.drop(table) } }).toEqual(releasedInbox[key]);
+  });
+
+  it('keeps the names TypeORM recorded the migrations under', () => {
+    expect({
+      outbox_inbox: createOutboxInboxMigrations().map((m) => m.name),
+      billing_inbox: createOutboxInboxMigrations('billing_inbox').map((m) => m.name),
+    }).toEqual(releasedInbox.migrations);
   });
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { OutboxInboxMessageError, OutboxInboxModule, OutboxInboxService, OutboxTableMissingError } from '../../../lib';
 import { InboxRetention } from '../../../lib/inbox/inbox-retention';
 import { backends, isSqlite, uniqueName } from '../../fixtures/backends';
-import { deferred } from '../../fixtures/eventually';
+import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, emptyTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
 import { inboxTestApp } from '../../fixtures/inbox-app';
 
@@ -169,6 +169,24 @@ describe.each(backends())('the inbox at start-up on %s', (backend) => {
       const raw = await rawDb(backend);
       await raw.query(`DROP TABLE IF EXISTS "${table}", "${table}_keys", "${table}_migrations"`);
       await raw.close();
+    }
+  });
+});
+
+describe.each(backends())('the inbox’s retention on %s', (backend) => {
+  it('forgets old ids on its own, every retentionIntervalMs', async () => {
+    const app = await inboxTestApp(backend, { retentionMs: 1_000, retentionIntervalMs: 100 });
+    try {
+      const inbox = app.module.get(OutboxInboxService);
+      const id = randomUUID();
+      await inbox.process('billing', id, () => undefined);
+      const count = async () =>
+        Number((await app.raw.query<{ n: number }>(`SELECT COUNT(*) AS "n" FROM "${app.table}_inbox"`))[0].n);
+      expect(await count()).toBe(1);
+      // The timer, not the test, deletes it once it is a second old.
+      await eventually(async () => (await count()) === 0, 10_000, 'the retention to delete the id');
+    } finally {
+      await app.dispose();
     }
   });
 });
