@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { OutboxInboxMessageError, OutboxInboxModule, OutboxInboxService, OutboxTableMissingError } from '../../../lib';
+import type { EntityManager } from 'typeorm';
+import {
+  createOutboxInboxMigrations,
+  createOutboxMigrations,
+  OutboxInboxMessageError,
+  OutboxInboxModule,
+  OutboxInboxService,
+  OutboxTableMissingError,
+} from '../../../lib';
 import { InboxRetention } from '../../../lib/inbox/inbox-retention';
 import { backends, isSqlite, uniqueName } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
@@ -185,6 +193,48 @@ describe.each(backends())('the inbox’s retention on %s', (backend) => {
       expect(await count()).toBe(1);
       // The timer, not the test, deletes it once it is a second old.
       await eventually(async () => (await count()) === 0, 10_000, 'the retention to delete the id');
+    } finally {
+      await app.dispose();
+    }
+  });
+});
+
+describe.each(backends())('the inbox without nestjs-cls, configured by forRootAsync, on %s', (backend) => {
+  it('opens its transactions on the DataSource and hands the work its manager', async () => {
+    const table = uniqueName();
+    const app = await createTestApp({
+      backend,
+      table,
+      cls: false,
+      extraTypeOrm: {
+        migrations: [...createOutboxMigrations(table), ...createOutboxInboxMigrations(`${table}_inbox`)],
+      },
+      imports: [
+        OutboxInboxModule.forRootAsync({
+          // As a ConfigModule would give it.
+          imports: [
+            {
+              module: class InboxConfig {},
+              providers: [{ provide: 'INBOX_TABLE', useValue: `${table}_inbox` }],
+              exports: ['INBOX_TABLE'],
+            },
+          ],
+          inject: ['INBOX_TABLE'],
+          useFactory: (tableName: string) => ({ tableName, retentionMs: false }),
+        }),
+      ],
+    });
+    try {
+      const inbox = app.module.get(OutboxInboxService);
+      const id = randomUUID();
+      const write = (note: string) => async (manager: EntityManager) => {
+        expect(inbox.manager).toBe(manager);
+        await manager.query(app.sql(`INSERT INTO "${app.ordersTable}" ("id", "note") VALUES (?, ?)`), [note, note]);
+      };
+      expect(await inbox.process('billing', id, write('first'))).toEqual({ duplicate: false, result: undefined });
+      expect(await inbox.process('billing', id, write('second'))).toEqual({ duplicate: true });
+      const rows = await app.raw.query<{ id: string }>(`SELECT "id" FROM "${app.ordersTable}"`);
+      expect(rows.map((r) => r.id)).toEqual(['first']);
     } finally {
       await app.dispose();
     }

@@ -192,3 +192,31 @@ function createTestAppWithInbox(backend: BackendName) {
     rawBody: true,
   });
 }
+
+describe('an @OutboxInbox() route without a configured secret', () => {
+  it('refuses every request with 500, saying why in the log, rather than accept it unsigned', async () => {
+    const backend = backends()[0];
+    const app = await inboxTestApp(backend, {}, uniqueName(), {
+      controllers: [Hooks],
+      providers: [Received, FailAfterCommit],
+      rawBody: true,
+    });
+    try {
+      Object.assign(app.module.get(Received), { orders: app.ordersTable, backend });
+      const id = randomUUID();
+      const response = await fetch(`${app.url}/hooks/billing`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'Idempotency-Key': id },
+        body: JSON.stringify({ id }),
+      });
+      expect(response.status).toBe(500);
+      expect(app.logger.lines.some((l) => l.level === 'error' && l.message.includes('inbox.webhook.secret'))).toBe(
+        true,
+      );
+      expect(app.module.get(Received).calls).toEqual([]);
+      expect(await app.raw.query(`SELECT * FROM "${app.table}_inbox"`)).toEqual([]);
+    } finally {
+      await app.dispose();
+    }
+  });
+});
