@@ -41,11 +41,21 @@ function outboxMigrations(table) {
  * Starts an application on `backend` with its own outbox table (and SQLite file), plus a
  * `<table>_orders` table for business writes, with `imports` beside the outbox's. `outbox` is passed to `OutboxModule.forRoot`;
  * `outboxModule(table)` replaces that module (for `forRootAsync`). With `http: true` it is an HTTP application
- * (`@nestjs/platform-express`) listening on a free port, serving `controllers`.
+ * (`@nestjs/platform-express`) listening on a free port, serving `controllers` (with `rawBody: true`, each request's
+ * body kept as received). With `inbox` (OutboxInboxModule's options), an inbox table `<table>_inbox` beside the outbox.
  */
 export async function startApp(
   backend,
-  { providers = [], controllers = [], imports = [], outbox = {}, outboxModule, http = false } = {},
+  {
+    providers = [],
+    controllers = [],
+    imports = [],
+    outbox = {},
+    outboxModule,
+    http = false,
+    rawBody = false,
+    inbox,
+  } = {},
 ) {
   const table = uniqueName('compat');
   const sqlitePath = backend === 'better-sqlite3' ? sqliteFile() : undefined;
@@ -55,7 +65,10 @@ export async function startApp(
     imports: [
       TypeOrmModule.forRoot({
         ...typeOrmOptions(backend, sqlitePath),
-        migrations: outboxMigrations(table),
+        migrations: [
+          ...outboxMigrations(table),
+          ...(inbox ? outboxPackage.createOutboxInboxMigrations(`${table}_inbox`) : []),
+        ],
         migrationsRun: true,
         migrationsTableName: `${table}_migrations`,
         autoLoadEntities: true,
@@ -71,13 +84,14 @@ export async function startApp(
       }),
       ScheduleModule.forRoot(),
       outboxModule ? outboxModule(table) : OutboxModule.forRoot({ ...outbox, tableName: table }),
+      ...(inbox ? [outboxPackage.OutboxInboxModule.forRoot({ ...inbox, tableName: `${table}_inbox` })] : []),
       ...imports,
     ],
     providers,
     controllers,
   };
   // abortOnError: false makes a failed start-up throw here instead of ending the test process.
-  const nestOptions = { logger: new QuietLogger(), abortOnError: false };
+  const nestOptions = { logger: new QuietLogger(), abortOnError: false, ...(rawBody ? { rawBody } : {}) };
   const context = http
     ? await NestFactory.create(root, nestOptions)
     : await NestFactory.createApplicationContext(root, nestOptions);
@@ -117,7 +131,9 @@ export async function startApp(
         removeSqliteFile(sqlitePath);
         return;
       }
-      for (const name of [table, `${table}_migrations`, ordersTable]) await raw.query(`DROP TABLE IF EXISTS "${name}"`);
+      for (const name of [table, `${table}_migrations`, `${table}_inbox`, ordersTable]) {
+        await raw.query(`DROP TABLE IF EXISTS "${name}"`);
+      }
       await raw.close();
     },
   };
