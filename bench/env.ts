@@ -57,13 +57,18 @@ export class Sink {
 }
 
 /** A Nest application context with the outbox on `table`, and `providers` (the bench's handlers). */
-export async function libraryApp(
+export function libraryApp(
   db: Db,
   table: string,
   outbox: Omit<OutboxModuleOptions, 'tableName'>,
   pool = 10,
   providers: Provider[] = [Sink],
 ) {
+  return benchApp(db, table, [OutboxModule.forRoot({ ...outbox, tableName: table })], pool, providers);
+}
+
+/** A Nest application context on `db` with nestjs-cls's transactional plugin, `imports` and `providers`. */
+export async function benchApp(db: Db, table: string, imports: DynamicModule[], pool = 10, providers: Provider[] = []) {
   @Module({})
   class BenchModule {
     static forRoot(): DynamicModule {
@@ -80,7 +85,7 @@ export async function libraryApp(
               }),
             ],
           }),
-          OutboxModule.forRoot({ ...outbox, tableName: table }),
+          ...imports,
         ],
         providers,
       };

@@ -2,7 +2,7 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * slow-handler,bounds,memory,claim,operations,ordered,observability,transactional the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
+ * slow-handler,bounds,memory,claim,operations,ordered,observability,transactional,inbox the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
  * default 30, per run; OUTBOX_BENCH_BOUNDS_VARIANTS=none,default,two its runs, the first without the slow handler); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
@@ -30,6 +30,7 @@ import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnque
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 import { BOUNDS, boundsRun, type BoundsResult, type BoundsVariant } from './bounds';
 import { transactionalBench, transactionalReport, type TransactionalResult } from './transactional';
+import { inboxBench, inboxReport, type InboxResult } from './inbox';
 import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
 import {
   observabilityEnv,
@@ -54,6 +55,7 @@ const LATEST_SECTIONS = [
   'ordered',
   'observability',
   'transactional',
+  'inbox',
 ];
 const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? LATEST_SECTIONS);
 const SIZES = {
@@ -61,6 +63,8 @@ const SIZES = {
   drainEvents: QUICK ? 5_000 : 50_000,
   /** The transactional handlers' drains, in this process: a row inserted per event, so fewer than the no-op drain. */
   transactionalEvents: QUICK ? 2_000 : 10_000,
+  /** The inbox's consumer: messages processed per variant and round, 10 in flight, a row inserted per message. */
+  inboxEvents: QUICK ? 2_000 : 10_000,
   /** The observability drains: long enough that a collection or a stall weighs little in one round. */
   observabilityEvents: QUICK ? 5_000 : 100_000,
   latencySeconds: QUICK ? 3 : 10,
@@ -701,6 +705,12 @@ async function main() {
       await createTables(db, r, TABLE);
       tr = await transactionalBench(db, r, TABLE, SIZES.transactionalEvents, DRAIN_ROUNDS, log);
     }
+    log(`— ${db}: inbox`);
+    let inbox: InboxResult | undefined;
+    if (SECTIONS.has('inbox')) {
+      await createTables(db, r, TABLE);
+      inbox = await inboxBench(db, r, TABLE, SIZES.inboxEvents, DRAIN_ROUNDS, log);
+    }
     await dropTables(db, r, TABLE);
     await r.close();
     results[db] = {
@@ -716,6 +726,7 @@ async function main() {
       ordered: ord,
       observability: obs,
       transactional: tr,
+      inbox,
     };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
@@ -738,7 +749,8 @@ async function main() {
     report(results, dbs) +
     orderedReport(results, dbs) +
     observabilityReport(results, dbs) +
-    transactionalReport(results, dbs);
+    transactionalReport(results, dbs) +
+    inboxReport(results, dbs);
   writeFileSync(join(ROOT, 'bench/results/latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(ROOT, 'bench/results/latest.md'), md);
   process.stdout.write(md);
