@@ -58,6 +58,7 @@ export type {
   OutboxWakeUpRestoredEvent,
   OutboxKeyBlockedEvent,
   OutboxKeyUnblockedEvent,
+  OutboxAdminActionEvent,
   OutboxWorkerStartedEvent,
   OutboxWorkerStoppedEvent,
 } from './events/lifecycle-event';
@@ -107,6 +108,22 @@ export type {
 export { OutboxMigration, createOutboxMigration, type OutboxMigrationClass } from './schema/outbox.migration';
 export { OutboxMigrations, createOutboxMigrations } from './schema/outbox-migrations';
 export { OutboxInboxMigrations, createOutboxInboxMigrations } from './schema/inbox-migrations';
+export { OutboxAdminMigrations, createOutboxAdminMigrations } from './schema/admin-migrations';
+export { OutboxAdminModule, type OutboxAdminModuleAsyncOptions } from './admin/outbox-admin.module';
+export type {
+  OutboxAdminAccessOptions,
+  OutboxAdminBehaviour,
+  OutboxAdminModuleOptions,
+  OutboxAdminShownEvent,
+} from './admin/admin-options';
+export {
+  OutboxAdminService,
+  type OutboxAdminAction,
+  type OutboxAdminBadge,
+  type OutboxAdminEventDetails,
+  type OutboxAdminListedEvent,
+} from './admin/outbox-admin.service';
+export type { OutboxAdminAuditEntry, OutboxAdminAuditPage } from './admin/admin-audit';
 export { OutboxInboxModule, type OutboxInboxModuleAsyncOptions } from './inbox/outbox-inbox.module';
 export type { OutboxInboxModuleOptions } from './inbox/inbox-options';
 export { OutboxInboxService, type OutboxInboxOutcome } from './inbox/outbox-inbox.service';
@@ -133,5 +150,6 @@ export {
   OutboxUnsupportedDatabaseError,
   OutboxValidationError,
   OutboxWebhookSignatureError,
+  OutboxAdminForbiddenError,
 } from './errors/outbox.errors';
 export { OutboxLogRecord, type OutboxLogFields } from './utils/log-record';

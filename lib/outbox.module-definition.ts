@@ -72,6 +72,8 @@ export const {
         global: extras.isGlobal,
         imports: [...(definition.imports ?? []), ...entityImports],
         providers: [...(definition.providers ?? []), { provide: OUTBOX_EXTRAS, useValue: extras }, store],
+        // For the admin page's module (its audit trail sits beside this outbox's table): not in the public API.
+        exports: [...(definition.exports ?? []), OUTBOX_STORE, OUTBOX_OPTIONS],
       };
     },
   )

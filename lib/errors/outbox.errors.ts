@@ -271,3 +271,15 @@ export class OutboxWebhookSignatureError extends OutboxHttpError {
     super(`Webhook refused: ${problem}`);
   }
 }
+
+/**
+ * The admin page refused a request the guards let through: a mutation in read-only mode, without the
+ * CSRF token, or from another site. Nothing was written. Nest answers it with HTTP 403.
+ */
+export class OutboxAdminForbiddenError extends OutboxHttpError {
+  readonly statusCode = 403;
+
+  constructor(problem: string) {
+    super(`Outbox admin: ${problem}`);
+  }
+}

@@ -22,7 +22,8 @@ export type OutboxLifecycleEvent =
   | OutboxWakeUpLostEvent
   | OutboxWakeUpRestoredEvent
   | OutboxKeyBlockedEvent
-  | OutboxKeyUnblockedEvent;
+  | OutboxKeyUnblockedEvent
+  | OutboxAdminActionEvent;
 
 export type OutboxLifecycleEventType = OutboxLifecycleEvent['type'];
 
@@ -152,6 +153,21 @@ export interface OutboxKeyUnblockedEvent {
   /** The dead event that was the key's head. */
   id: string;
   how: 'redrive' | 'discard';
+}
+
+/**
+ * A mutation made through the admin page or its API ran (not a dry run): who, what, on which selection,
+ * and how many events it changed. `auditId` is its row in the audit trail.
+ */
+export interface OutboxAdminActionEvent {
+  type: 'admin.action';
+  at: Date;
+  auditId: string;
+  actor: string | null;
+  action: 'redrive' | 'discard' | 'deliverNow';
+  selection: unknown;
+  matched: number;
+  changed: number;
 }
 
 /**

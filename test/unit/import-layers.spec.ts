@@ -24,6 +24,7 @@ const LAYERS = [
   'operations',
   'delivery',
   'observability',
+  'admin',
   'outbox.options.ts',
   'outbox.module-definition.ts',
   'outbox.module.ts',

@@ -1,6 +1,7 @@
 import { dialectForType } from '../../lib/dialects/dialect-for-type';
 import { outboxTable } from '../../lib/dialects/shared/outbox-table';
 import { readFileSync } from 'node:fs';
+import { createOutboxAdminMigrations } from '../../lib/schema/admin-migrations';
 import { createOutboxInboxMigrations } from '../../lib/schema/inbox-migrations';
 import { join } from 'node:path';
 
@@ -66,5 +67,33 @@ describe('released inbox schema versions', () => {
       outbox_inbox: createOutboxInboxMigrations().map((m) => m.name),
       billing_inbox: createOutboxInboxMigrations('billing_inbox').map((m) => m.name),
     }).toEqual(releasedInbox.migrations);
+  });
+});
+
+/** The admin page's audit table, held the same way (written from the code of its first release). */
+const releasedAudit = JSON.parse(
+  readFileSync(join(__dirname, '../fixtures/released-admin-schema.json'), 'utf8'),
+) as Record<string, unknown>;
+
+describe('released admin audit schema versions', () => {
+  const cases = ['postgres', 'mysql', 'sqlite'].flatMap((type) => [
+    { key: `${type} outbox_admin_audit`, type, table: outboxTable('outbox_admin_audit') },
+    {
+      key: `${type} app.billing_audit`,
+      type,
+      table: outboxTable('billing_audit', type === 'postgres' ? 'app' : undefined),
+    },
+  ]);
+
+  it.each(cases)('$key: every version builds the statements it was released with', ({ key, type, table }) => {
+    const dialect = dialectForType(type);
+    expect({ v1: { up: dialect.audit.create(table), down: dialect.audit.drop(table) } }).toEqual(releasedAudit[key]);
+  });
+
+  it('keeps the names TypeORM recorded the migrations under', () => {
+    expect({
+      outbox_admin_audit: createOutboxAdminMigrations().map((m) => m.name),
+      billing_audit: createOutboxAdminMigrations('billing_audit').map((m) => m.name),
+    }).toEqual(releasedAudit.migrations);
   });
 });

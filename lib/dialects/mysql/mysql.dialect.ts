@@ -1,4 +1,5 @@
 import type { ClaimArgs, OutboxDialect, RenewalArgs, SqlExecutor, Statement } from '../shared/outbox-dialect.interface';
+import { mysqlAudit } from './mysql-audit';
 import { mysqlInbox } from './mysql-inbox';
 import { decodeRow, driverErrno, indexNames, requireVersion } from '../shared/dialect.util';
 import { CLAIMED } from '../shared/outbox-columns';
@@ -49,6 +50,8 @@ export class MysqlDialect implements OutboxDialect {
 
   /** The inbox table of a receiving service: mysql-inbox.ts. */
   readonly inbox = mysqlInbox;
+  /** The admin page's audit trail: mysql-audit.ts. */
+  readonly audit = mysqlAudit;
 
   isTransient(error: unknown): boolean {
     // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT

@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { postgresAudit } from './postgres-audit';
 import { postgresInbox } from './postgres-inbox';
 import { postgresFlavor } from './postgres-flavor';
 import { postgresSchema } from './postgres-schema';
@@ -70,6 +71,8 @@ export class PostgresDialect implements OutboxDialect {
 
   /** The inbox table of a receiving service: postgres-inbox.ts. */
   readonly inbox = postgresInbox;
+  /** The admin page's audit trail: postgres-audit.ts. */
+  readonly audit = postgresAudit;
 
   isTransient(error: unknown): boolean {
     // deadlock_detected, serialization_failure, lock_not_available

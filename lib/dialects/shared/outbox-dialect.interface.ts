@@ -256,6 +256,8 @@ export interface OutboxDialect
   readonly schema: SchemaStatements;
   /** The inbox table of a service that receives the outbox's messages. */
   readonly inbox: InboxStatements;
+  /** The admin page's audit trail. */
+  readonly audit: AuditStatements;
 }
 
 /**
@@ -274,4 +276,39 @@ export interface InboxStatements {
   receive: (table: OutboxTable, consumer: string, messageId: string) => Statement;
   /** Deletes up to `limit` of the pairs received more than `keepMs` ago, oldest first. */
   purge: (table: OutboxTable, keepMs: number, limit: number) => Statement;
+}
+
+/** A mutation the admin page is about to run, as its audit trail records it first. */
+export interface AuditEntry {
+  id: string;
+  actor: string | null;
+  action: string;
+  /** JSON of the selection, cut to what the column keeps. */
+  selection: string;
+  /** JSON of the mutation's options. */
+  options: string;
+}
+
+/** How a mutation ended, written to its audit row. */
+export interface AuditOutcome {
+  matched: number | null;
+  changed: number | null;
+  skipped: number | null;
+  outcome: 'done' | 'failed';
+  error: string | null;
+}
+
+/**
+ * The admin page's audit trail: a row per mutation, written before it runs (`started`) and completed
+ * after (`done` or `failed`), so a mutation never runs unrecorded. Its own versions: version 1 is
+ * `create`, as released.
+ */
+export interface AuditStatements {
+  /** DDL of the table: audit schema version 1, as released. Never changes. */
+  create: (table: OutboxTable) => string[];
+  drop: (table: OutboxTable) => string[];
+  begin: (table: OutboxTable, entry: AuditEntry) => Statement;
+  finish: (table: OutboxTable, id: string, outcome: AuditOutcome) => Statement;
+  /** Up to `limit` rows, newest first, those before the id `before` when given. */
+  page: (table: OutboxTable, limit: number, before?: string) => Statement;
 }

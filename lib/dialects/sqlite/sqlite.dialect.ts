@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { sqliteAudit } from './sqlite-audit';
 import { sqliteInbox } from './sqlite-inbox';
 import type {
   OutboxDialect,
@@ -60,6 +61,8 @@ export class SqliteDialect implements OutboxDialect {
 
   /** The inbox table of a receiving service: sqlite-inbox.ts. */
   readonly inbox = sqliteInbox;
+  /** The admin page's audit trail: sqlite-audit.ts. */
+  readonly audit = sqliteAudit;
 
   /** Processes sharing the file hear of each other's commits through the file system (see SqliteFileWakeUp). */
   wakeUpChannel(dataSource: DataSource) {
