@@ -6,7 +6,7 @@
 # command, then builds the app and starts it (boot.mjs), on SQLite (better-sqlite3): the two pages as a
 # user pastes them, one after the other. Then docs/observability.md's tracing set-up (its install block, its
 # files, the import it puts first in main.ts), and the built app started again with the spans printed: a
-# request's trace must reach the handler (boot.mjs --trace). Three apps, one after the other:
+# request's trace must reach the handler (boot.mjs --trace). Three apps, at once (FRESH_APP_SERIAL=1: in turn):
 #   nestjs-11         @nestjs/cli 11, pinned: CommonJS, Jest (`npm run test:e2e`, test/jest-e2e.json); the
 #                     pages' snippets get their relative `.js` dropped, as the quick start tells CommonJS users
 #   nestjs-12         @nestjs/cli 12, pinned, --no-observe: ESM, Vitest (`npm run test:e2e`,
@@ -275,9 +275,12 @@ The quick start's install block must approve it, e.g. \`npm pkg set allowScripts
   say "$label: passed in $((SECONDS - started)) s"
 }
 
-# Each app in a subshell of its own (with `set -e` in force: not in an `if`), so that a failure of the
-# first still lets the second report.
+# Each app in a subshell of its own (with `set -e` in force: not in an `if`), so that a failure of one
+# still lets the others report. The three run at once (most of their time is waiting on the registry and
+# on child processes; each has its own folder, logs and free ports), each writing its lines to a file,
+# printed in order once all have ended. FRESH_APP_SERIAL=1 runs them one after the other, printing as it goes.
 failed=()
+labels=()
 try_app() { # run_app's arguments
   local rc started=$SECONDS
   set +e
@@ -287,15 +290,29 @@ try_app() { # run_app's arguments
   )
   rc=$?
   set -e
-  if [ "$rc" != 0 ]; then
-    failed+=("$1")
-    say "$1: failed after $((SECONDS - started)) s"
-  fi
+  if [ "$rc" != 0 ]; then say "$1: failed after $((SECONDS - started)) s"; fi
+  return "$rc"
 }
-if [ -z "$only" ] || [ "$only" = 11 ]; then try_app nestjs-11 nestjs-11 "$NEST11_CLI" "$NEST11_SCHEMATICS" cjs; fi
+start_app() { # run_app's arguments
+  labels+=("$1")
+  if [ "${FRESH_APP_SERIAL:-}" = 1 ]; then
+    try_app "$@" || failed+=("$1")
+    return 0
+  fi
+  (try_app "$@" >"$tmp/$1.out" 2>&1; echo $? >"$tmp/$1.rc") &
+}
+if [ -z "$only" ] || [ "$only" = 11 ]; then start_app nestjs-11 nestjs-11 "$NEST11_CLI" "$NEST11_SCHEMATICS" cjs; fi
 if [ -z "$only" ] || [ "$only" = 12 ]; then
-  try_app nestjs-12 nestjs-12 "$NEST12_CLI" "$NEST12_SCHEMATICS" esm --no-observe
+  start_app nestjs-12 nestjs-12 "$NEST12_CLI" "$NEST12_SCHEMATICS" esm --no-observe
 fi
-if [ -z "$only" ] || [ "$only" = latest ]; then try_app nestjs-12-latest nestjs-12 "$NEST_LATEST_CLI" '' esm; fi
+if [ -z "$only" ] || [ "$only" = latest ]; then start_app nestjs-12-latest nestjs-12 "$NEST_LATEST_CLI" '' esm; fi
+if [ "${FRESH_APP_SERIAL:-}" != 1 ]; then
+  say "${labels[*]}: running at once; their lines follow, app by app, once all have ended"
+  wait
+  for label in "${labels[@]}"; do
+    cat "$tmp/$label.out"
+    [ "$(cat "$tmp/$label.rc" 2>/dev/null || echo 1)" = 0 ] || failed+=("$label")
+  done
+fi
 [ "${#failed[@]}" = 0 ] || die "${failed[*]} (see the FAILED lines above)"
 say "passed"
