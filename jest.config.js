@@ -57,13 +57,15 @@ module.exports = {
       displayName: 'typeorm-1',
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
       // Transports do not touch TypeORM: their broker tests run once, in the first project. Nor do the
-      // query plans, which are the database's (and fill a million rows).
+      // query plans, which are the database's (and fill a million rows), nor the admin page's browser tests.
       testPathIgnorePatterns: [
         '/node_modules/',
         '<rootDir>/test/e2e/transports/brokers.e2e-spec.ts',
         '<rootDir>/test/e2e/transports/redaction.e2e-spec.ts',
         '<rootDir>/test/e2e/delivery/claim-plan.e2e-spec.ts',
         '<rootDir>/test/e2e/ordering/claim-plan.e2e-spec.ts',
+        // The page in a browser talks to the API, whose answers on both TypeORM lines admin-api.e2e-spec.ts checks.
+        '<rootDir>/test/e2e/admin/admin-browser.e2e-spec.ts',
       ],
       globals: { OUTBOX_TYPEORM: '1' },
       moduleNameMapper: {

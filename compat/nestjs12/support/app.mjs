@@ -43,6 +43,8 @@ function outboxMigrations(table) {
  * `outboxModule(table)` replaces that module (for `forRootAsync`). With `http: true` it is an HTTP application
  * (`@nestjs/platform-express`) listening on a free port, serving `controllers` (with `rawBody: true`, each request's
  * body kept as received). With `inbox` (OutboxInboxModule's options), an inbox table `<table>_inbox` beside the outbox.
+ * With `admin` (OutboxAdminModule's options), the admin page at `/admin/outbox` (unless `admin.path` says otherwise)
+ * and its audit table `<table>_audit` beside the outbox.
  */
 export async function startApp(
   backend,
@@ -55,6 +57,7 @@ export async function startApp(
     http = false,
     rawBody = false,
     inbox,
+    admin,
   } = {},
 ) {
   const table = uniqueName('compat');
@@ -68,6 +71,7 @@ export async function startApp(
         migrations: [
           ...outboxMigrations(table),
           ...(inbox ? outboxPackage.createOutboxInboxMigrations(`${table}_inbox`) : []),
+          ...(admin ? outboxPackage.createOutboxAdminMigrations(`${table}_audit`) : []),
         ],
         migrationsRun: true,
         migrationsTableName: `${table}_migrations`,
@@ -85,6 +89,9 @@ export async function startApp(
       ScheduleModule.forRoot(),
       outboxModule ? outboxModule(table) : OutboxModule.forRoot({ ...outbox, tableName: table }),
       ...(inbox ? [outboxPackage.OutboxInboxModule.forRoot({ ...inbox, tableName: `${table}_inbox` })] : []),
+      ...(admin
+        ? [outboxPackage.OutboxAdminModule.forRoot({ path: 'admin/outbox', auditTableName: `${table}_audit`, ...admin })]
+        : []),
       ...imports,
     ],
     providers,
@@ -131,7 +138,7 @@ export async function startApp(
         removeSqliteFile(sqlitePath);
         return;
       }
-      for (const name of [table, `${table}_migrations`, `${table}_inbox`, ordersTable]) {
+      for (const name of [table, `${table}_migrations`, `${table}_inbox`, `${table}_audit`, ordersTable]) {
         await raw.query(`DROP TABLE IF EXISTS "${name}"`);
       }
       await raw.close();
