@@ -69,13 +69,30 @@ export function libraryApp(
 
 /** A Nest application context on `db` with nestjs-cls's transactional plugin, `imports` and `providers`. */
 export async function benchApp(db: Db, table: string, imports: DynamicModule[], pool = 10, providers: Provider[] = []) {
+  return NestFactory.createApplicationContext(benchModule(db, table, imports, pool, providers), {
+    logger: ['error', 'warn'],
+  });
+}
+
+/**
+ * The module of a bench application on `db`: TypeORM (`typeorm()`'s options, and `more` over them, e.g.
+ * migrations of its own), nestjs-cls's transactional plugin, `imports` and `providers`.
+ */
+export function benchModule(
+  db: Db,
+  table: string,
+  imports: DynamicModule[],
+  pool = 10,
+  providers: Provider[] = [],
+  more: Partial<TypeOrmModuleOptions> = {},
+): DynamicModule {
   @Module({})
   class BenchModule {
     static forRoot(): DynamicModule {
       return {
         module: BenchModule,
         imports: [
-          TypeOrmModule.forRoot(typeorm(db, table, pool)),
+          TypeOrmModule.forRoot({ ...typeorm(db, table, pool), ...more } as TypeOrmModuleOptions),
           ClsModule.forRoot({
             global: true,
             plugins: [
@@ -91,7 +108,7 @@ export async function benchApp(db: Db, table: string, imports: DynamicModule[], 
       };
     }
   }
-  return NestFactory.createApplicationContext(BenchModule.forRoot(), { logger: ['error', 'warn'] });
+  return BenchModule.forRoot();
 }
 
 export const REDIS_URL = process.env.OUTBOX_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';

@@ -2,7 +2,7 @@
  * npm run bench — the library against hand-written SQL with the bare drivers, in the same run, on
  * PostgreSQL, MariaDB and SQLite. Run it alone on the machine. Writes bench/results/latest.{json,md}.
  * OUTBOX_BENCH_ONLY=postgres,sqlite limits the databases, OUTBOX_BENCH_SECTIONS=enqueue,drain,latency,
- * slow-handler,bounds,memory,claim,operations,ordered,observability,transactional,inbox the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
+ * slow-handler,bounds,memory,claim,operations,ordered,observability,transactional,inbox,admin the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
  * default 30, per run; OUTBOX_BENCH_BOUNDS_VARIANTS=none,default,two its runs, the first without the slow handler); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
@@ -31,6 +31,7 @@ import { operationsBench, operationsRows, type OperationsResult, type Operations
 import { BOUNDS, boundsRun, type BoundsResult, type BoundsVariant } from './bounds';
 import { transactionalBench, transactionalReport, type TransactionalResult } from './transactional';
 import { inboxBench, inboxReport, type InboxResult } from './inbox';
+import { adminBench, adminReport, type AdminResult, type AdminSizes } from './admin';
 import { BENCH_ORDERING, fillOrdered, ORDERED_TARGETS, orderedReport, type OrderedResult } from './ordered';
 import {
   observabilityEnv,
@@ -56,6 +57,7 @@ const LATEST_SECTIONS = [
   'observability',
   'transactional',
   'inbox',
+  'admin',
 ];
 const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? LATEST_SECTIONS);
 const SIZES = {
@@ -67,6 +69,8 @@ const SIZES = {
   inboxEvents: QUICK ? 2_000 : 10_000,
   /** The observability drains: long enough that a collection or a stall weighs little in one round. */
   observabilityEvents: QUICK ? 5_000 : 100_000,
+  /** The admin section's drains, without and with open pages: long enough for a page's few reads to show. */
+  adminEvents: QUICK ? 5_000 : 100_000,
   latencySeconds: QUICK ? 3 : 10,
   /** The slow-handler run: fast events published at 200/s while one handler holds its lane. */
   slowRunEvents: QUICK ? 200 : 1_000,
@@ -81,6 +85,13 @@ const OPERATIONS_SIZES: OperationsSizes = {
   soakEvents: QUICK ? 20_000 : 200_000,
   soakRatePerSecond: 5_000,
   enqueueSeconds: SIZES.enqueueSeconds,
+};
+/** The admin page (issue 40): the overview on a week's table of `history` rows, and the drain beside open pages. */
+const ADMIN_SIZES: AdminSizes = {
+  rows: SIZES.history,
+  samples: QUICK ? 15 : 20,
+  drainEvents: SIZES.adminEvents,
+  rounds: QUICK ? 3 : 9,
 };
 const TABLE = 'bench_outbox';
 /** Issue 15's drain targets: library throughput over the minimal relay's, in the same run. */
@@ -226,6 +237,8 @@ async function deliveredOnce(db: Db, r: Raw): Promise<number> {
 /**
  * (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. With
  * `keys`, the library's events are ordered per key (published by the library, event n on key n mod keys).
+ * `beside` runs beside the timed drain (the admin section's open pages): started once the workers are
+ * ready, stopped when they are done.
  */
 async function drain(
   db: Db,
@@ -235,6 +248,7 @@ async function drain(
   keys?: number,
   extraEnv: Record<string, string> = {},
   events = SIZES.drainEvents,
+  beside?: () => Promise<() => Promise<void>>,
 ) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
@@ -251,10 +265,11 @@ async function drain(
     child([`${impl}-drain`, db, TABLE, String(batch)], NODE_ARGS, env),
   );
   await Promise.all(children.map((c) => c.ready));
+  const stopBeside = await beside?.();
   const { ms, value } = await timed(async () => {
     for (const c of children) c.go();
     return Promise.all(children.map((c) => c.result));
-  });
+  }).finally(() => stopBeside?.());
   const delivered = value.reduce((sum, v) => sum + v.delivered, 0);
   const n = impl === 'relay' ? await relayDelivered(db, r, TABLE) : await deliveredOnce(db, r);
   if (impl === 'relay') await dropRelayTable(db, r, TABLE);
@@ -711,6 +726,15 @@ async function main() {
       await createTables(db, r, TABLE);
       inbox = await inboxBench(db, r, TABLE, SIZES.inboxEvents, DRAIN_ROUNDS, log);
     }
+    log(`— ${db}: admin page`);
+    const admin: AdminResult | undefined = SECTIONS.has('admin')
+      ? await adminBench(
+          db,
+          ADMIN_SIZES,
+          async (events, beside) => (await drain(db, 'lib', 1, 500, undefined, {}, events, beside)).eventsPerSecond,
+          log,
+        )
+      : undefined;
     await dropTables(db, r, TABLE);
     await r.close();
     results[db] = {
@@ -727,6 +751,7 @@ async function main() {
       observability: obs,
       transactional: tr,
       inbox,
+      admin,
     };
   }
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
@@ -750,7 +775,8 @@ async function main() {
     orderedReport(results, dbs) +
     observabilityReport(results, dbs) +
     transactionalReport(results, dbs) +
-    inboxReport(results, dbs);
+    inboxReport(results, dbs) +
+    adminReport(results, dbs);
   writeFileSync(join(ROOT, 'bench/results/latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(ROOT, 'bench/results/latest.md'), md);
   process.stdout.write(md);
