@@ -4,6 +4,9 @@ import type { OutboxEventRecord } from '../../interfaces/outbox-event-record.int
 import type { OutboxTable } from './outbox-table';
 import type { AttemptLogSql } from './attempt-log';
 import type { KeyOrderSql } from './key-order-sql';
+import type { AuditEntry, AuditOutcome } from './audit-rows';
+
+export type { AuditEntry, AuditOutcome };
 
 export type { OutboxStatus } from '../../interfaces/outbox-event-record.interface';
 /** One row of the outbox table, decoded the same way on every database. */
@@ -276,26 +279,6 @@ export interface InboxStatements {
   receive: (table: OutboxTable, consumer: string, messageId: string) => Statement;
   /** Deletes up to `limit` of the pairs received more than `keepMs` ago, oldest first. */
   purge: (table: OutboxTable, keepMs: number, limit: number) => Statement;
-}
-
-/** A mutation the admin page is about to run, as its audit trail records it first. */
-export interface AuditEntry {
-  id: string;
-  actor: string | null;
-  action: string;
-  /** JSON of the selection, cut to what the column keeps. */
-  selection: string;
-  /** JSON of the mutation's options. */
-  options: string;
-}
-
-/** How a mutation ended, written to its audit row. */
-export interface AuditOutcome {
-  matched: number | null;
-  changed: number | null;
-  skipped: number | null;
-  outcome: 'done' | 'failed';
-  error: string | null;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { firstValueFrom, filter } from 'rxjs';
 import {
   OutboxAdminModule,
@@ -10,21 +10,8 @@ import {
   type OutboxMessage,
 } from '../../../lib';
 import { backends, type BackendName } from '../../fixtures/backends';
-import { AdminClient, adminTestApp } from '../../fixtures/admin-app';
+import { AdminClient, AdminGuard, adminTestApp, ADMIN_TOKEN as TOKEN } from '../../fixtures/admin-app';
 import { createTestApp, emptyTestApp, type TestApp } from '../../fixtures/test-app';
-
-const TOKEN = 'Bearer admin-secret';
-
-/** The application's own guard, as a JWT or session guard would be: the admin module runs it as it is. */
-@Injectable()
-class AdminGuard implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<{ headers: Record<string, string>; user?: unknown }>();
-    if (request.headers.authorization !== TOKEN) return false;
-    request.user = { email: 'ops@example.com' };
-    return true;
-  }
-}
 
 @Injectable()
 class Sink {

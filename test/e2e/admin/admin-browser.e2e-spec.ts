@@ -1,9 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { OutboxHandler, OutboxNonRetryableError, OutboxOperations, type OutboxMessage } from '../../../lib';
-import { adminTestApp } from '../../fixtures/admin-app';
+import { AdminGuard, adminTestApp, ADMIN_TOKEN as TOKEN } from '../../fixtures/admin-app';
 import { backends, type BackendName } from '../../fixtures/backends';
 import { chromiumAvailable, launchChromium } from '../../fixtures/browser';
 import type { TestApp } from '../../fixtures/test-app';
@@ -13,20 +13,9 @@ import type { TestApp } from '../../fixtures/test-app';
  * role and accessible name. One browser for the file and one seeded app per database and HTTP adapter.
  */
 
-const TOKEN = 'Bearer admin-secret';
 /** Markup an event carries: it must show as text, and never run. */
 const SCRIPT = '<script>window.__injected = 1</script>';
 const IMAGE = '"><img src=x onerror="window.__injected = 2">';
-
-@Injectable()
-class AdminGuard implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<{ headers: Record<string, string>; user?: unknown }>();
-    if (request.headers.authorization !== TOKEN) return false;
-    request.user = { email: 'ops@example.com' };
-    return true;
-  }
-}
 
 @Injectable()
 class Shop {
