@@ -1,9 +1,11 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { OutboxEvents } from '../events/outbox-events';
 import type {
+  OutboxBlockedKey,
   OutboxEventDetails,
   OutboxEventFilter,
   OutboxEventView,
+  OutboxFailureGroup,
   OutboxOperationResult,
   OutboxPageRequest,
   OutboxSelection,
@@ -131,11 +133,11 @@ export class OutboxAdminService implements OnModuleInit {
     return items.map((e) => ({ id: e.id, state: e.state, createdAt: e.createdAt }));
   }
 
-  failureGroups(topic?: string) {
+  failureGroups(topic?: string): Promise<OutboxFailureGroup[]> {
     return this.operations.failureGroups(topic === undefined ? undefined : { topic });
   }
 
-  blockedKeys(limit: number) {
+  blockedKeys(limit: number): Promise<OutboxBlockedKey[]> {
     return this.operations.blockedKeys({ limit });
   }
 
