@@ -13,14 +13,15 @@
  *  lib-bounds <db> <table> <variant> <url>  the worker of bounds.ts's run, its webhook posting to <url>; prints
  *                                    "F <id> <target> <ms>" per fast handler call, and "M <most slow calls at once>
  *                                    <slow calls>" when told to stop
- * With OUTBOX_BENCH_ORDERED=1 the library's modes order the bench topic per key (bench/ordered.ts).
+ * With OUTBOX_BENCH_ORDERED=1 the library's modes order the bench topic per key (bench/ordered.ts); with
+ * OUTBOX_BENCH_ORDERED=run, acknowledged by run.
  */
 import { createInterface } from 'node:readline';
 import { OutboxWorker } from '../lib';
 import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
-import { BENCH_ORDERING } from './ordered';
+import { orderingOf } from './ordered';
 import { boundsApp, BoundsProbe, type BoundsVariant } from './bounds';
 import { handlerSpan, likeAnApplication, observabilityOptions, type ObservabilityVariant } from './observability';
 
@@ -127,7 +128,7 @@ async function main() {
         ...(running ? { pollIntervalMs: 100 } : {}),
       },
       ...wakeUpOption(listen ? process.argv[6] : undefined),
-      ...(process.env.OUTBOX_BENCH_ORDERED === '1' ? BENCH_ORDERING : {}),
+      ...orderingOf(process.env.OUTBOX_BENCH_ORDERED),
       ...observabilityOptions(process.env.OUTBOX_BENCH_OBSERVABILITY as ObservabilityVariant | undefined),
     },
     4,

@@ -10,6 +10,15 @@ import { libraryApp, type Db } from './env';
 /** The ordering option of every ordered bench app and worker. */
 export const BENCH_ORDERING = { ordering: [{ topic: 'bench.event' }] };
 
+/** The same, acknowledged by run (`acknowledge: 'run'`: the `_run` cases). */
+export const BENCH_ORDERING_BY_RUN = { ordering: [{ topic: 'bench.event', acknowledge: 'run' as const }] };
+
+/** What a bench child reads to order the bench topic: by event (`1`) or by run (`run`). */
+export function orderingOf(env: string | undefined) {
+  if (env === 'run') return BENCH_ORDERING_BY_RUN;
+  return env === '1' ? BENCH_ORDERING : {};
+}
+
 /**
  * Publishes `count` events of the bench topic through the library, `perTransaction` per transaction,
  * event n keyed `k<n mod keys>` (with no key without `keys`).
@@ -41,11 +50,15 @@ export interface OrderedResult {
   enqueue?: { libBusiness: number; libOutbox: number; libOrdered: number; ratio: number; orderedRatio: number };
 }
 
-/** The targets of issue 26: ordered over unordered drain, per database and case. */
+/**
+ * The targets of issues 26 and 41: ordered over unordered drain, per database and case; `_run`: one hot
+ * key acknowledged by run, against the unordered drain of as many workers. A target of 0 is reported
+ * only: a hot key acknowledged by event (issue 41 measures it against raw SQL doing its per-event step).
+ */
 export const ORDERED_TARGETS: Record<Db, Record<string, number>> = {
-  postgres: { '4w_b500_1000keys': 0.5, '4w_b500_1key': 0.25 },
-  mariadb: { '4w_b500_1000keys': 0.4 },
-  sqlite: { '1w_b500_1000keys': 0.5 },
+  postgres: { '4w_b500_1000keys': 0.5, '4w_b500_1key': 0, '1w_b500_1key_run': 0.25 },
+  mariadb: { '4w_b500_1000keys': 0.4, '1w_b500_1key_run': 0.15 },
+  sqlite: { '1w_b500_1000keys': 0.5, '1w_b500_1key_run': 0.25 },
 };
 
 export function orderedReport(results: Record<string, unknown>, dbs: Db[]): string {
@@ -68,7 +81,7 @@ export function orderedReport(results: Record<string, unknown>, dbs: Db[]): stri
       if (ordered === undefined) continue;
       const ratio = ordered / unordered;
       lines.push(
-        `| ${db} | drain ${name.replace(/_/g, ', ')} (events/s) | ${f(unordered)} | ${f(ordered)} | ${f(ratio, 2)} | ≥ ${target}: ${ratio >= target ? 'PASS' : 'FAIL'} |`,
+        `| ${db} | drain ${name.replace(/_run$/, ', acknowledged by run').replace(/_/g, ', ')} (events/s) | ${f(unordered)} | ${f(ordered)} | ${f(ratio, 2)} | ${target > 0 ? `≥ ${target}: ${ratio >= target ? 'PASS' : 'FAIL'}` : 'reported'} |`,
       );
     }
     const e = o.enqueue;

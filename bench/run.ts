@@ -6,6 +6,7 @@
  * default 30, per run; OUTBOX_BENCH_BOUNDS_VARIANTS=none,default,two its runs, the first without the slow handler); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
+ * OUTBOX_BENCH_ORDERED_CASES=1w_b500_1key_run,… limits per-key order's drains to those cases (bench/ordered.ts).
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
  * OUTBOX_BENCH_SECTIONS=idle-tx (not in the default list: about 20 minutes in full on the 2-core machine, most of it MariaDB's held phase) measures the claim
  * with a transaction held open on PostgreSQL and MariaDB and writes bench/results/idle-transaction.{json,md}
@@ -92,6 +93,8 @@ const ADMIN_SIZES: AdminSizes = {
   samples: QUICK ? 15 : 20,
   drainEvents: SIZES.adminEvents,
   rounds: QUICK ? 3 : 9,
+  cpuWindows: QUICK ? 1 : 3,
+  cpuWindowSeconds: QUICK ? 5 : 20,
 };
 const TABLE = 'bench_outbox';
 /** Issue 15's drain targets: library throughput over the minimal relay's, in the same run. */
@@ -286,10 +289,10 @@ async function drain(
  * measures, ends a worker at its first empty claim: ordered, that is as soon as the other workers hold
  * every key's front, and the drain ran on fewer workers than it was given.
  */
-async function runningDrain(db: Db, workers: number, batch: number, keys?: number) {
+async function runningDrain(db: Db, workers: number, batch: number, keys?: number, byRun = false) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
-  const env: Record<string, string> = keys ? { OUTBOX_BENCH_ORDERED: '1' } : {};
+  const env: Record<string, string> = keys ? { OUTBOX_BENCH_ORDERED: byRun ? 'run' : '1' } : {};
   const children = Array.from({ length: workers }, () => child(['lib-run', db, TABLE, String(batch)], NODE_ARGS, env));
   await Promise.all(children.map((c) => c.ready));
   const counts = children.map(() => ({ count: 0, last: 0 }));
@@ -333,12 +336,14 @@ async function runningDrain(db: Db, workers: number, batch: number, keys?: numbe
  */
 async function ordered(db: Db): Promise<OrderedResult> {
   const result: OrderedResult = { drain: {} };
-  for (const name of Object.keys(ORDERED_TARGETS[db])) {
-    const [, workers, batch, keys] = /^(\d+)w_b(\d+)_(\d+)keys?$/.exec(name)!.map(Number);
+  const cases = process.env.OUTBOX_BENCH_ORDERED_CASES?.split(',');
+  for (const name of Object.keys(ORDERED_TARGETS[db]).filter((c) => !cases || cases.includes(c))) {
+    const [, workers, batch, keys] = /^(\d+)w_b(\d+)_(\d+)keys?/.exec(name)!.map(Number);
+    const byRun = name.endsWith('_run');
     const samples = { ordered: [] as number[], unordered: [] as number[] };
     for (let round = 0; round < DRAIN_ROUNDS; round++) {
       samples.unordered.push((await runningDrain(db, workers, batch)).eventsPerSecond);
-      samples.ordered.push((await runningDrain(db, workers, batch, keys)).eventsPerSecond);
+      samples.ordered.push((await runningDrain(db, workers, batch, keys, byRun)).eventsPerSecond);
     }
     result.drain[name] = median(samples.ordered);
     result.drain[`${name}_unordered`] = median(samples.unordered);

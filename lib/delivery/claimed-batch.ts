@@ -149,19 +149,25 @@ export class ClaimedBatch {
       let last = event;
       let delivered = await this.deliver(last);
       if (delivered) acks.add(last);
-      // Its run (per-key order): the events of its key behind it, each only once the one before it is
-      // acknowledged — were this process to die, a success not yet written would run again after the next
-      // event had started. So the key's front has moved onto each before it starts, or fails. An
-      // acknowledgement refused (another claim took the key) or failed ends the run as a failure does.
+      // Its run (per-key order): the events of its key behind it, one after another. By default each
+      // starts only once the one before it is acknowledged — were this process to die, a success not yet
+      // written would run again after the next event had started — so the key's front has moved onto each
+      // before it starts, or fails. Under `acknowledge: 'run'` the next starts at once: the run's
+      // successes are written together, in order (a crash repeats them from the first unwritten), and
+      // before anything else is recorded of the key. An acknowledgement refused (another claim took the
+      // key) or failed ends the run as a failure does.
       const run = this.claim.runs.get(event.id) ?? [];
+      const { ordering } = this.ctx.options;
       for (let i = 0; i < run.length; i++) {
-        if (delivered) delivered = await acks.written(last.id);
+        const byRun = delivered && ordering.acknowledgesByRun(last.topic);
+        if (delivered && !byRun) delivered = await acks.written(last.id);
         if (!delivered || this.ctx.ledger.stopping) {
           await this.endRun(run.slice(i));
           break;
         }
+        const ahead = last;
         last = run[i];
-        delivered = await this.deliver(last);
+        delivered = await this.deliver(last, byRun ? () => acks.written(ahead.id) : undefined);
         if (delivered) acks.add(last);
       }
       return undefined;
@@ -178,9 +184,15 @@ export class ClaimedBatch {
     if (ids.length > 0) await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'order');
   }
 
-  /** Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch). */
-  private async deliver(event: ClaimedEvent): Promise<boolean> {
+  /**
+   * Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch).
+   * `ahead`: in a run acknowledged together, writes the successes of its key before it and says whether
+   * they were written — awaited before anything else is recorded of the event, which then is its key's
+   * front (else nothing is recorded: the key's lease is lost, and its front will be claimed again).
+   */
+  private async deliver(event: ClaimedEvent, ahead?: () => Promise<boolean>): Promise<boolean> {
     const { ledger, options, recorder } = this.ctx;
+    const settled = async () => ahead === undefined || (await ahead());
     // Given back by a shutdown that timed out while it waited for a lane.
     if (!ledger.leaveWaiting(event.id, this.scope)) return false;
     const handlers = this.ctx.targets.forTopic(event.topic);
@@ -193,13 +205,13 @@ export class ClaimedBatch {
     const leaseLeft = this.leaseLeftMs();
     if (ledger.stopping || needed > leaseLeft) {
       // Handed back with its attempt, rather than started where the lease cannot cover it.
-      await recorder.giveBackUnstarted(event.id, this.scope);
+      if (await settled()) await recorder.giveBackUnstarted(event.id, this.scope);
       return false;
     }
 
     const { now, slots, full } = takeSlots(pending);
     if (now.length === 0 && full.length > 0) {
-      await recorder.defer(event, this.scope, [], full);
+      if (await settled()) await recorder.defer(event, this.scope, [], full);
       return false;
     }
     const aborts = now.map(() => new LazyAbort());
@@ -227,11 +239,11 @@ export class ClaimedBatch {
           return true;
         }
         const succeeded = now.map((target) => target.name);
-        if (await recorder.defer(event, this.scope, succeeded, full)) outcome = 'deferred';
+        if ((await settled()) && (await recorder.defer(event, this.scope, succeeded, full))) outcome = 'deferred';
         return false;
       }
       if (span) for (const o of outcomes) if ('error' in o) span.failed(o.handler.name, o.error);
-      outcome = await recorder.fail(event, this.scope, handlers.length, outcomes);
+      if (await settled()) outcome = await recorder.fail(event, this.scope, handlers.length, outcomes);
       return false;
     } finally {
       span?.end(outcome);

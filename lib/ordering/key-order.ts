@@ -1,11 +1,17 @@
 import { OutboxConfigurationError } from '../errors/outbox.errors';
-import type { OutboxDeadHeadPolicy, OutboxOrdering, ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
+import type {
+  OutboxAcknowledgeMode,
+  OutboxDeadHeadPolicy,
+  OutboxOrdering,
+  ResolvedKeyOrder,
+} from '../interfaces/outbox-ordering.interface';
 import { describeValue } from '../utils/describe-value';
 import { optionSection } from '../utils/option-checks';
 import { topicMatches, validateTopicPattern } from '../utils/topic';
 
-const ORDERING_KEYS = ['topic', 'deadHead'];
+const ORDERING_KEYS = ['topic', 'deadHead', 'acknowledge'];
 const DEAD_HEAD_POLICIES: readonly OutboxDeadHeadPolicy[] = ['block', 'skip'];
+const ACKNOWLEDGE_MODES: readonly OutboxAcknowledgeMode[] = ['event', 'run'];
 /** Topics seen are few in practice; the cap keeps a flood of distinct topics from growing memory. */
 const MAX_CACHED_TOPICS = 10_000;
 
@@ -13,6 +19,7 @@ const MAX_CACHED_TOPICS = 10_000;
 export interface ResolvedOrdering {
   topic: string;
   deadHead: OutboxDeadHeadPolicy;
+  acknowledge: OutboxAcknowledgeMode;
 }
 
 /**
@@ -46,9 +53,13 @@ export class KeyOrder implements ResolvedKeyOrder {
   skipsDeadHead(topic: string): boolean {
     return this.of(topic)?.deadHead === 'skip';
   }
+
+  acknowledgesByRun(topic: string): boolean {
+    return this.of(topic)?.acknowledge === 'run';
+  }
 }
 
-/** The `ordering` option: an array of `{ topic, deadHead? }`, each pattern checked like a route's. */
+/** The `ordering` option: an array of `{ topic, deadHead?, acknowledge? }`, each pattern checked like a route's. */
 export function resolveOrdering(value: unknown): ResolvedOrdering[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) {
@@ -70,6 +81,15 @@ export function resolveOrdering(value: unknown): ResolvedOrdering[] {
           `event of the key goes on), got ${describeValue(deadHead)}`,
       );
     }
-    return { topic: o.topic!, deadHead };
+    const acknowledge = o.acknowledge ?? 'event';
+    if (!ACKNOWLEDGE_MODES.includes(acknowledge)) {
+      throw new OutboxConfigurationError(
+        `${where}.acknowledge`,
+        `expected 'event' (each event acknowledged before its key's next starts: a crash repeats at most the ` +
+          `event in flight) or 'run' (a key's run acknowledged together: a crash repeats its unacknowledged ` +
+          `events, in order), got ${describeValue(acknowledge)}`,
+      );
+    }
+    return { topic: o.topic!, deadHead, acknowledge };
   });
 }

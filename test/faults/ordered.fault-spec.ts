@@ -7,8 +7,13 @@ import { record } from './fixtures/report';
 
 const KEYS = Number(process.env.OUTBOX_FAULT_ORDERED_KEYS ?? 200);
 const PER_KEY = Number(process.env.OUTBOX_FAULT_ORDERED_PER_KEY ?? 50);
-const EVENTS = KEYS * PER_KEY;
 const MIN_KILLS = Number(process.env.OUTBOX_FAULT_ORDERED_KILLS ?? 12);
+/**
+ * Acknowledged by run: few keys, so that claims find fewer fronts than lanes and take runs behind them
+ * (4 workers × 8 lanes), long ones.
+ */
+const RUN_KEYS = Number(process.env.OUTBOX_FAULT_RUN_KEYS ?? 8);
+const RUN_PER_KEY = Number(process.env.OUTBOX_FAULT_RUN_PER_KEY ?? 250);
 const MAX_ATTEMPTS = 20;
 const FAIL_RATE = 0.2;
 const DRAIN_TIMEOUT_MS = 240_000;
@@ -23,15 +28,49 @@ interface LogEntry {
 }
 
 /**
+ * Acknowledged by run, per key: the attempts' starts, in time order, each go forward to the event after
+ * the one started before, or start again from the key's first event not acknowledged at that moment —
+ * never an acknowledged one (`processed_at`, the acknowledgement's time; the log's, the database's clock).
+ * `events` in key order, with their starts and acknowledgement times.
+ */
+function runProblems(key: string, events: Array<{ starts: number[]; ackedAt: number }>): string[] {
+  const starts = events.flatMap((e, place) => e.starts.map((at) => ({ place, at })));
+  starts.sort((a, b) => a.at - b.at || a.place - b.place);
+  const problems: string[] = [];
+  let previous = -1;
+  for (const { place, at } of starts) {
+    // Acknowledged in key order: those acknowledged by then are the key's first `acknowledged`.
+    let acknowledged = 0;
+    while (acknowledged < events.length && events[acknowledged].ackedAt <= at) acknowledged++;
+    if (place < acknowledged) problems.push(`${key}: event ${place} started again after its acknowledgement`);
+    else if (place !== previous + 1 && place !== acknowledged) {
+      problems.push(
+        `${key}: event ${place} started after event ${previous}, with ${acknowledged} acknowledged (neither the next nor the first unacknowledged)`,
+      );
+    }
+    previous = place;
+  }
+  return problems;
+}
+
+/**
  * Per key, from the attempt log (the database's clock): no attempt of an event starts before every
  * attempt of the key's previous event has logged its last line (so the previous one was delivered,
  * and a duplicate of it, after a kill, came before the next event too); attempts never overlap; and the
  * key's numbers follow its publish order (one publisher, so publish order is commit order).
  */
-async function auditKeyOrder(backend: BackendName, table: string, sqlitePath: string | undefined, ids: string[]) {
+async function auditKeyOrder(
+  backend: BackendName,
+  table: string,
+  sqlitePath: string | undefined,
+  ids: string[],
+  byRun: boolean,
+) {
   const db = await rawDb(backend, sqlitePath);
   try {
-    const rows = await db.query<{ id: string; key: string; seq: unknown }>(`SELECT "id", "key", "seq" FROM "${table}"`);
+    const rows = await db.query<{ id: string; key: string; seq: unknown; processed_at: unknown }>(
+      `SELECT "id", "key", "seq", "processed_at" FROM "${table}"`,
+    );
     const log = await db.query<{ event_id: string; attempt: number; phase: string; at: unknown }>(
       `SELECT "event_id", "attempt", "phase", "at" FROM "${table}_log"`,
     );
@@ -42,10 +81,10 @@ async function auditKeyOrder(backend: BackendName, table: string, sqlitePath: st
       entries.set(e.event_id, list);
     }
     const published = new Map(ids.map((id, n) => [id, n]));
-    const byKey = new Map<string, Array<{ id: string; seq: number }>>();
+    const byKey = new Map<string, Array<{ id: string; seq: number; ackedAt: number }>>();
     for (const row of rows) {
       const list = byKey.get(row.key) ?? [];
-      list.push({ id: String(row.id), seq: Number(row.seq) });
+      list.push({ id: String(row.id), seq: Number(row.seq), ackedAt: epochMs(row.processed_at) });
       byKey.set(row.key, list);
     }
     const problems: string[] = [];
@@ -53,7 +92,17 @@ async function auditKeyOrder(backend: BackendName, table: string, sqlitePath: st
       events.sort((a, b) => a.seq - b.seq);
       const order = events.map((e) => published.get(e.id)!);
       if (order.some((n, i) => i > 0 && n < order[i - 1])) problems.push(`${key}: numbered out of publish order`);
-      for (let i = 1; i < events.length; i++) {
+      if (byRun) {
+        const starts = (id: string) => (entries.get(id) ?? []).filter((e) => e.phase === 'start').map((e) => e.at);
+        problems.push(
+          ...runProblems(
+            key,
+            events.map((e) => ({ starts: starts(e.id), ackedAt: e.ackedAt })),
+          ),
+        );
+      }
+      // Acknowledged by event: a key's event starts only once the one before it is done with.
+      for (let i = 1; i < events.length && !byRun; i++) {
         const before = entries.get(events[i - 1].id) ?? [];
         const starts = (entries.get(events[i].id) ?? []).filter((e) => e.phase === 'start');
         const lastBefore = Math.max(...before.map((e) => e.at));
@@ -84,56 +133,67 @@ async function auditKeyOrder(backend: BackendName, table: string, sqlitePath: st
   }
 }
 
+const MODES = [
+  { acknowledge: 'event', keys: KEYS, perKey: PER_KEY, ordered: true },
+  { acknowledge: 'run', keys: RUN_KEYS, perKey: RUN_PER_KEY, ordered: 'run' },
+] as const;
+
 describe.each(faultBackends())('per-key order under SIGKILL on %s', (backend: BackendName) => {
-  it(`4 workers deliver ${KEYS} keys × ${PER_KEY} events in order while handlers fail (${FAIL_RATE * 100}%) and processes are killed at every kill point`, async () => {
-    const kills = new KillSchedule(MIN_KILLS, 3000);
-    const { app, fleet } = await openScenario(
-      backend,
-      {
-        worker: { pollIntervalMs: 100, batchSize: 50, concurrency: 8, leaseMs: 3000, handlerTimeoutMs: 2000 },
+  it.each(MODES)(
+    `4 workers deliver every key's events in order, acknowledged by $acknowledge ($keys keys × $perKey events), while handlers fail (${FAIL_RATE * 100}%) and processes are killed at every kill point`,
+    async ({ acknowledge, keys, perKey, ordered }) => {
+      const events = keys * perKey;
+      const kills = new KillSchedule(MIN_KILLS, 3000);
+      const { app, fleet } = await openScenario(
+        backend,
+        {
+          worker: { pollIntervalMs: 100, batchSize: 50, concurrency: 8, leaseMs: 3000, handlerTimeoutMs: 2000 },
+          maxAttempts: MAX_ATTEMPTS,
+          handlerMs: 2,
+          ordered,
+          failRate: FAIL_RATE,
+        },
+        { restart: true, envFor: kills.envFor },
+      );
+      const started = Date.now();
+      await fleet.start(4);
+      kills.start(fleet);
+      // Event n belongs to key n mod keys: every transaction of 100 touches many keys, or few keys many times.
+      const ids = await publishEvents(
+        app,
+        events,
+        100,
+        (n) => ({ n }),
+        (n) => `key-${n % keys}`,
+      );
+      await kills.drain(fleet, app, events, DRAIN_TIMEOUT_MS);
+      const drainMs = Date.now() - started;
+      await fleet.stop();
+
+      const result = await auditOutbox(backend, app.table, app.sqlitePath, {
+        ids,
         maxAttempts: MAX_ATTEMPTS,
-        handlerMs: 2,
-        ordered: true,
-        failRate: FAIL_RATE,
-      },
-      { restart: true, envFor: kills.envFor },
-    );
-    const started = Date.now();
-    await fleet.start(4);
-    kills.start(fleet);
-    // Event n belongs to key n mod KEYS: every transaction of 100 touches 100 keys, each a few times over.
-    const ids = await publishEvents(
-      app,
-      EVENTS,
-      100,
-      (n) => ({ n }),
-      (n) => `key-${n % KEYS}`,
-    );
-    await kills.drain(fleet, app, EVENTS, DRAIN_TIMEOUT_MS);
-    const drainMs = Date.now() - started;
-    await fleet.stop();
+        killedPids: fleet.killedPids,
+      });
+      await auditKeyOrder(backend, app.table, app.sqlitePath, ids, acknowledge === 'run');
+      record({
+        scenario: `per-key order acknowledged by ${acknowledge}, 4 workers, ${FAIL_RATE * 100}% failing`,
+        backend,
+        events,
+        kills: fleet.kills,
+        duplicates: result.duplicates,
+        lost: result.lost,
+        dead: result.dead,
+        drainMs,
+      });
 
-    const result = await auditOutbox(backend, app.table, app.sqlitePath, {
-      ids,
-      maxAttempts: MAX_ATTEMPTS,
-      killedPids: fleet.killedPids,
-    });
-    await auditKeyOrder(backend, app.table, app.sqlitePath, ids);
-    record({
-      scenario: `per-key order, 4 workers, ${FAIL_RATE * 100}% failing`,
-      backend,
-      events: EVENTS,
-      kills: fleet.kills,
-      duplicates: result.duplicates,
-      lost: result.lost,
-      dead: result.dead,
-      drainMs,
-    });
-
-    expect(result).toMatchObject({ delivered: EVENTS, dead: 0, lost: 0 });
-    expect(fleet.kills).toBeGreaterThanOrEqual(MIN_KILLS);
-    for (const point of KILL_POINTS) expect(fleet.selfKills.filter((k) => k.point === point).length).toBeGreaterThan(0);
-    expect(result.duplicates.killed).toBeGreaterThan(0);
-    expect(fleet.unexpectedExits).toEqual([]);
-  });
+      expect(result).toMatchObject({ delivered: events, dead: 0, lost: 0 });
+      expect(fleet.kills).toBeGreaterThanOrEqual(MIN_KILLS);
+      for (const point of KILL_POINTS) {
+        expect(fleet.selfKills.filter((k) => k.point === point).length).toBeGreaterThan(0);
+      }
+      expect(result.duplicates.killed).toBeGreaterThan(0);
+      expect(fleet.unexpectedExits).toEqual([]);
+    },
+  );
 });

@@ -5,8 +5,17 @@ describe('resolveOrdering', () => {
   it('orders nothing without the option, and blocks a key behind its dead head by default', () => {
     expect(resolveOrdering(undefined)).toEqual([]);
     expect(resolveOrdering([{ topic: 'order.*' }, { topic: 'stock.#', deadHead: 'skip' }])).toEqual([
-      { topic: 'order.*', deadHead: 'block' },
-      { topic: 'stock.#', deadHead: 'skip' },
+      { topic: 'order.*', deadHead: 'block', acknowledge: 'event' },
+      { topic: 'stock.#', deadHead: 'skip', acknowledge: 'event' },
+    ]);
+  });
+
+  it('acknowledges each event by default, and a run where an entry asks', () => {
+    const order = new KeyOrder(resolveOrdering([{ topic: 'stock.#', acknowledge: 'run' }, { topic: 'order.*' }]));
+    expect(['stock.moved', 'order.placed', 'payment.paid'].map((t) => order.acknowledgesByRun(t))).toEqual([
+      true,
+      false,
+      false,
     ]);
   });
 
@@ -17,6 +26,7 @@ describe('resolveOrdering', () => {
     ['no pattern', [{ deadHead: 'skip' }], 'ordering[0].topic'],
     ['an unknown dead-head policy', [{ topic: 'a' }, { topic: 'b', deadHead: 'drop' }], 'ordering[1].deadHead'],
     ['an unknown key', [{ topic: 'a', key: 'id' }], 'ordering[0].key'],
+    ['an unknown acknowledge mode', [{ topic: 'a', acknowledge: 'batch' }], 'ordering[0].acknowledge'],
   ])('refuses %s, naming where', (_, value, option) => {
     const error = (() => {
       try {
@@ -54,8 +64,8 @@ describe('KeyOrder', () => {
   });
 
   it('takes the dead-head policy of the first entry that matches', () => {
-    expect(order.of('order.placed')).toEqual({ topic: 'order.placed', deadHead: 'skip' });
-    expect(order.of('order.paid')).toEqual({ topic: 'order.*', deadHead: 'block' });
+    expect(order.of('order.placed')).toEqual({ topic: 'order.placed', deadHead: 'skip', acknowledge: 'event' });
+    expect(order.of('order.paid')).toEqual({ topic: 'order.*', deadHead: 'block', acknowledge: 'event' });
     expect(order.of('payment.paid')).toBeUndefined();
     expect(['order.placed', 'order.paid', 'stock', 'payment.paid'].map((t) => order.skipsDeadHead(t))).toEqual([
       true,
