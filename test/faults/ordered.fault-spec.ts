@@ -3,6 +3,7 @@ import { faultBackends } from './fixtures/fault-backends';
 import { KILL_POINTS } from './fixtures/fault-config';
 import { auditOutbox, epochMs, faultScenarios, publishEvents } from './fixtures/harness';
 import { KillSchedule } from './fixtures/kill-schedule';
+import { runProblems } from './fixtures/run-order';
 import { record } from './fixtures/report';
 
 const KEYS = Number(process.env.OUTBOX_FAULT_ORDERED_KEYS ?? 200);
@@ -25,32 +26,6 @@ interface LogEntry {
   attempt: number;
   phase: string;
   at: number;
-}
-
-/**
- * Acknowledged by run, per key: the attempts' starts, in time order, each go forward to the event after
- * the one started before, or start again from the key's first event not acknowledged at that moment —
- * never an acknowledged one (`processed_at`, the acknowledgement's time; the log's, the database's clock).
- * `events` in key order, with their starts and acknowledgement times.
- */
-function runProblems(key: string, events: Array<{ starts: number[]; ackedAt: number }>): string[] {
-  const starts = events.flatMap((e, place) => e.starts.map((at) => ({ place, at })));
-  starts.sort((a, b) => a.at - b.at || a.place - b.place);
-  const problems: string[] = [];
-  let previous = -1;
-  for (const { place, at } of starts) {
-    // Acknowledged in key order: those acknowledged by then are the key's first `acknowledged`.
-    let acknowledged = 0;
-    while (acknowledged < events.length && events[acknowledged].ackedAt <= at) acknowledged++;
-    if (place < acknowledged) problems.push(`${key}: event ${place} started again after its acknowledgement`);
-    else if (place !== previous + 1 && place !== acknowledged) {
-      problems.push(
-        `${key}: event ${place} started after event ${previous}, with ${acknowledged} acknowledged (neither the next nor the first unacknowledged)`,
-      );
-    }
-    previous = place;
-  }
-  return problems;
 }
 
 /**
@@ -93,6 +68,8 @@ async function auditKeyOrder(
       const order = events.map((e) => published.get(e.id)!);
       if (order.some((n, i) => i > 0 && n < order[i - 1])) problems.push(`${key}: numbered out of publish order`);
       if (byRun) {
+        const unread = events.find((e) => Number.isNaN(e.ackedAt));
+        if (unread) throw new Error(`${key}: the acknowledgement time of ${unread.id} could not be read`);
         const starts = (id: string) => (entries.get(id) ?? []).filter((e) => e.phase === 'start').map((e) => e.at);
         problems.push(
           ...runProblems(
