@@ -3,10 +3,7 @@ import { OutboxHandler, OutboxNonRetryableError, OutboxOperations, type OutboxMe
 import { backends } from '../../fixtures/backends';
 import { eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
-
-interface Step {
-  tx: string;
-}
+import { drainAll as drainUntilSettled, txOf, type Step } from './ordered-fixtures';
 
 /** What a handler call saw: its event, and the status of its key's previous event in the table as it started. */
 interface Start {
@@ -57,11 +54,6 @@ class Sink {
   }
 }
 
-/** The `tx` of a raw row's payload (JSON text on MySQL and SQLite). */
-function txOf(row: Record<string, unknown>): string {
-  return ((typeof row.payload === 'string' ? JSON.parse(row.payload) : row.payload) as Step).tx;
-}
-
 describe.each(backends())('per-key order acknowledged by run on %s', (backend) => {
   let app: TestApp;
   let sink: Sink;
@@ -93,13 +85,7 @@ describe.each(backends())('per-key order acknowledged by run on %s', (backend) =
 
   const publishKey = (topic: string, key: string, txs: string[]) =>
     app.txHost.withTransaction(() => app.outbox.publishMany(txs.map((tx) => ({ topic, payload: { tx }, key }))));
-  const drainAll = async () => {
-    for (let i = 0; i < 50; i++) {
-      const r = await app.worker.drain();
-      if (r.delivered + r.failed + r.deadLettered + r.released === 0) return;
-    }
-    throw new Error('the outbox did not settle in 50 drains');
-  };
+  const drainAll = () => drainUntilSettled(app);
   const rowsOf = async (key: string) =>
     (await outboxRows(app))
       .filter((r) => r.key === key)

@@ -12,11 +12,7 @@ import type { ClaimResult } from '../../../lib/store/claim-result';
 import { backends, isSqlite, type BackendName } from '../../fixtures/backends';
 import { deferred, eventually } from '../../fixtures/eventually';
 import { createTestApp, outboxRows, type TestApp } from '../../fixtures/test-app';
-
-interface Step {
-  tx: string;
-  fail?: boolean;
-}
+import { drainAll as drainUntilSettled, txOf, type Step } from './ordered-fixtures';
 
 @Injectable()
 class Sink {
@@ -63,11 +59,6 @@ class Sink {
   audit(m: OutboxMessage<Step>) {
     return this.record(m);
   }
-}
-
-/** The `tx` of a raw row's payload (JSON text on MySQL and SQLite). */
-function txOf(row: Record<string, unknown>): string {
-  return ((typeof row.payload === 'string' ? JSON.parse(row.payload) : row.payload) as Step).tx;
 }
 
 /** What the lifecycle stream said about keys. */
@@ -144,13 +135,7 @@ describe.each(backends())('per-key order on %s', (backend) => {
   const publish = (topic: string, key: string | null, tx: string, options: { delayMs?: number } = {}) =>
     app.outbox.publish(topic, { tx }, { key: key ?? undefined, ...options });
   const inTx = <T>(work: () => Promise<T>) => app.txHost.withTransaction(work);
-  const drainAll = async () => {
-    for (let i = 0; i < 50; i++) {
-      const r = await app.worker.drain();
-      if (r.delivered + r.failed + r.deadLettered + r.released === 0) return;
-    }
-    throw new Error('the outbox did not settle in 50 drains');
-  };
+  const drainAll = () => drainUntilSettled(app);
   const rowsOf = async (key: string) =>
     (await outboxRows(app))
       .filter((r) => r.key === key)
