@@ -139,14 +139,19 @@ const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding:
 /** The database server's processes by name (SQLite has none: it runs in the app's process). */
 const SERVER_PROCESS: Partial<Record<Db, string>> = { postgres: 'postgres', mariadb: 'mariadbd' };
 
+/** CPU time so far of the processes the open pages use: this one's (seconds), the database server's (ticks by pid). */
+interface PagesCpu {
+  self: number;
+  servers: Map<string, number>;
+}
+
 /**
- * CPU seconds so far of the processes the open pages use: this one (the app serving them and the pages'
- * clients) and the database server's (every process of that name: PostgreSQL's backends and workers). A
- * server process that ended between two reads takes its time with it: the app's connections stay open.
+ * The CPU so far of the processes the open pages use: this one (the app serving them and the pages'
+ * clients) and the database server's (every process of that name: PostgreSQL's backends and workers).
  */
-function pagesProcessesCpu(db: Db): number {
+function pagesProcessesCpu(db: Db): PagesCpu {
   const { user, system } = process.cpuUsage();
-  let ticks = 0;
+  const servers = new Map<string, number>();
   const name = SERVER_PROCESS[db];
   if (name) {
     for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
@@ -156,13 +161,24 @@ function pagesProcessesCpu(db: Db): number {
         const close = stat.lastIndexOf(')');
         if (stat.slice(stat.indexOf('(') + 1, close) !== name) continue;
         const fields = stat.slice(close + 2).split(' ');
-        ticks += Number(fields[11]) + Number(fields[12]);
+        servers.set(pid, Number(fields[11]) + Number(fields[12]));
       } catch {
         // Gone between the listing and the read.
       }
     }
   }
-  return (user + system) / 1e6 + ticks / TICKS_PER_SECOND;
+  return { self: (user + system) / 1e6, servers };
+}
+
+/**
+ * CPU seconds spent from `since` to `now`: a server process's growth, the whole time of one started
+ * since; one that ended between the two reads is not counted (an autovacuum worker's: the app's
+ * connections stay open).
+ */
+function cpuSpent(since: PagesCpu, now: PagesCpu): number {
+  let ticks = 0;
+  for (const [pid, t] of now.servers) ticks += t - (since.servers.get(pid) ?? 0);
+  return now.self - since.self + ticks / TICKS_PER_SECOND;
 }
 
 /** The database's clock `seconds` from now, in the column's form. */
@@ -403,7 +419,8 @@ async function pagesCpu(db: Db, sizes: AdminSizes): Promise<AdminResult['pagesCp
         if (!close) await sleep(PAGE_REFRESH_MS);
         const since = { cpu: pagesProcessesCpu(db), at: performance.now() };
         await sleep(windowMs);
-        windows[variant].push((pagesProcessesCpu(db) - since.cpu) / ((performance.now() - since.at) / 1000));
+        const spent = cpuSpent(since.cpu, pagesProcessesCpu(db));
+        windows[variant].push(spent / ((performance.now() - since.at) / 1000));
         await close?.();
       }
     }
