@@ -3,6 +3,7 @@
  *  lib-drain  <db> <table> <batch>   a Nest app with the outbox; on "go" drains, prints {"delivered":n}
  *  raw-drain  <db> <table> <batch>   the hand-written drain loop with the bare driver, same protocol
  *  relay-drain <db> <table> <batch>  the minimal relay (relay.ts) on its own table, same protocol
+ *  lease-relay-drain postgres <table> <batch>  the leased relay (lease-relay.ts) on its own table, one pg client, same protocol
  *  lib-listen <db> <table> <batch> [redis] a Nest app whose worker polls (default interval) and is woken by the database's
  *                                    channel, or by Redis; prints "R <id> <ms>" per event, "S" when a slow handler starts
  *  lib-run <db> <table> <batch>      a Nest app whose worker runs as in production (polls every 100 ms, woken by the
@@ -21,6 +22,7 @@ import { OutboxWorker } from '../lib';
 import { libraryApp, Sink, wakeUpOption, type Db } from './env';
 import { raw, rawDrain } from './raw';
 import { relayDrain } from './relay';
+import { leaseRelayClient, leaseRelayDrain } from './lease-relay';
 import { orderingOf } from './ordered';
 import { boundsApp, BoundsProbe, type BoundsVariant } from './bounds';
 import { handlerSpan, likeAnApplication, observabilityOptions, type ObservabilityVariant } from './observability';
@@ -48,16 +50,20 @@ function onGo(run: () => Promise<void>) {
 function memoryProbe(total: number) {
   gc();
   const before = process.memoryUsage();
+  const cpu = process.cpuUsage();
   const quarters: number[] = [];
   return {
     delivered(count: number) {
       if (count % Math.ceil(total / 4) === 0 && quarters.length < 4) quarters.push(process.memoryUsage().rss);
     },
     report(delivered: number) {
+      // The worker process's CPU, user and system, from go to the last delivery (before the GC below).
+      const used = process.cpuUsage(cpu);
       gc();
       const after = process.memoryUsage();
       return {
         delivered,
+        cpuUs: used.user + used.system,
         rssBefore: before.rss,
         rssQuarters: quarters,
         rssAfter: after.rss,
@@ -102,6 +108,22 @@ async function main() {
       const delivered = await relayDrain(db, r, table, batch, () => void handled++);
       out(JSON.stringify({ delivered, handled }));
       await r.close();
+    });
+    return;
+  }
+  if (mode === 'lease-relay-drain') {
+    const client = await leaseRelayClient();
+    let handled = 0;
+    // The no-op async handler: a promise per event, as an application's async handler returns one.
+    const handler = () => {
+      handled++;
+      return Promise.resolve();
+    };
+    out('READY');
+    onGo(async () => {
+      const delivered = await leaseRelayDrain(client, table, batch, handler);
+      out(JSON.stringify({ delivered, handled }));
+      await client.end();
     });
     return;
   }

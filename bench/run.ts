@@ -5,8 +5,11 @@
  * slow-handler,bounds,memory,claim,operations,ordered,observability,transactional,inbox,admin the measures (bounds: OUTBOX_BENCH_BOUNDS_SECONDS,
  * default 30, per run; OUTBOX_BENCH_BOUNDS_VARIANTS=none,default,two its runs, the first without the slow handler); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
- * implementations, OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a before/after of one case).
+ * implementations (relay, lease-relay — PostgreSQL only —, raw, lib), OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a
+ * before/after of one case).
  * OUTBOX_BENCH_ORDERED_CASES=1w_b500_1key_run,… limits per-key order's drains to those cases (bench/ordered.ts).
+ * OUTBOX_BENCH_OBSERVABILITY_VARIANTS=off,metrics limits the observability drains to those variants, and skips its
+ * enqueue (bench/observability.ts).
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
  * OUTBOX_BENCH_SECTIONS=idle-tx (not in the default list: about 20 minutes in full on the 2-core machine, most of it MariaDB's held phase) measures the claim
  * with a transaction held open on PostgreSQL and MariaDB and writes bench/results/idle-transaction.{json,md}
@@ -28,6 +31,7 @@ import { DBS, libraryApp, percentile, SLOW_HANDLER_MS, wakeUpOption, type Db } f
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
+import { createLeaseRelayTable, dropLeaseRelayTable, fillLeaseRelay, leaseRelayDelivered } from './lease-relay';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 import { BOUNDS, boundsRun, type BoundsResult, type BoundsVariant } from './bounds';
 import { transactionalBench, transactionalReport, type TransactionalResult } from './transactional';
@@ -103,14 +107,21 @@ const RELAY_TARGETS: Partial<Record<Db, Record<string, number>>> = {
   postgres: { '1w_b500': 0.7, '4w_b500': 0.75 },
   mariadb: { '1w_b500': 0.75, '4w_b500': 0.9 },
 };
+/** Issue 41's drain targets: library throughput over the leased relay's (bench/lease-relay.ts), in the same run. */
+const LEASE_RELAY_TARGETS: Partial<Record<Db, Record<string, number>>> = {
+  postgres: { '1w_b500': 0.75, '4w_b500': 0.75 },
+};
 /** OUTBOX_BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' profiles the drain's worker processes. */
 const NODE_ARGS = process.env.OUTBOX_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 const ENQUEUE_ROUNDS = QUICK ? 1 : 3;
 const DRAIN_ROUNDS = Number(process.env.OUTBOX_BENCH_DRAIN_ROUNDS ?? (QUICK ? 1 : 3));
 const DRAIN_CASES = process.env.OUTBOX_BENCH_DRAIN?.split(',');
-const DRAIN_IMPLS = (process.env.OUTBOX_BENCH_IMPLS?.split(',') ?? ['relay', 'raw', 'lib']) as Array<
-  'relay' | 'raw' | 'lib'
->;
+/** The drain's implementations: the two relays, hand-written SQL on the library's schema, the library. */
+type DrainImpl = 'relay' | 'lease-relay' | 'raw' | 'lib';
+const ALL_DRAIN_IMPLS: DrainImpl[] = ['relay', 'lease-relay', 'raw', 'lib'];
+const DRAIN_IMPLS = (process.env.OUTBOX_BENCH_IMPLS?.split(',') as DrainImpl[] | undefined) ?? ALL_DRAIN_IMPLS;
+/** The leased relay is written for PostgreSQL alone (identity, jsonb, named prepared statements). */
+const drainImplsOf = (db: Db) => DRAIN_IMPLS.filter((impl) => impl !== 'lease-relay' || db === 'postgres');
 const ROOT = join(__dirname, '..');
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -238,6 +249,38 @@ async function deliveredOnce(db: Db, r: Raw): Promise<number> {
 }
 
 /**
+ * The table a drain of `impl` reads: the relays' tables of their own, made and filled before it and dropped
+ * after it has been counted; the library's (and raw SQL's on it), which the next drain makes afresh.
+ */
+function drainTable(db: Db, r: Raw, impl: DrainImpl) {
+  if (impl === 'relay') {
+    return {
+      fill: async (events: number) => {
+        await createRelayTable(db, r, TABLE);
+        await fillRelay(db, r, TABLE, events);
+      },
+      delivered: () => relayDelivered(db, r, TABLE),
+      drop: () => dropRelayTable(db, r, TABLE),
+    };
+  }
+  if (impl === 'lease-relay') {
+    return {
+      fill: async (events: number) => {
+        await createLeaseRelayTable(r, TABLE);
+        await fillLeaseRelay(r, TABLE, events);
+      },
+      delivered: () => leaseRelayDelivered(r, TABLE),
+      drop: () => dropLeaseRelayTable(r, TABLE),
+    };
+  }
+  return {
+    fill: (events: number, keys?: number) => (keys ? fillOrdered(db, TABLE, events, keys) : fill(db, r, TABLE, events)),
+    delivered: () => deliveredOnce(db, r),
+    drop: () => Promise.resolve(),
+  };
+}
+
+/**
  * (b) Events per second draining pre-filled events with a no-op handler; exactly once, checked. With
  * `keys`, the library's events are ordered per key (published by the library, event n on key n mod keys).
  * `beside` runs beside the timed drain (the admin section's open pages): started once the workers are
@@ -245,7 +288,7 @@ async function deliveredOnce(db: Db, r: Raw): Promise<number> {
  */
 async function drain(
   db: Db,
-  impl: 'lib' | 'raw' | 'relay',
+  impl: DrainImpl,
   workers: number,
   batch: number,
   keys?: number,
@@ -255,14 +298,8 @@ async function drain(
 ) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
-  if (impl === 'relay') {
-    await createRelayTable(db, r, TABLE);
-    await fillRelay(db, r, TABLE, events);
-  } else if (keys) {
-    await fillOrdered(db, TABLE, events, keys);
-  } else {
-    await fill(db, r, TABLE, events);
-  }
+  const table = drainTable(db, r, impl);
+  await table.fill(events, keys);
   const env: Record<string, string> = { ...(keys ? { OUTBOX_BENCH_ORDERED: '1' } : {}), ...extraEnv };
   const children = Array.from({ length: workers }, () =>
     child([`${impl}-drain`, db, TABLE, String(batch)], NODE_ARGS, env),
@@ -274,12 +311,14 @@ async function drain(
     return Promise.all(children.map((c) => c.result));
   }).finally(() => stopBeside?.());
   const delivered = value.reduce((sum, v) => sum + v.delivered, 0);
-  const n = impl === 'relay' ? await relayDelivered(db, r, TABLE) : await deliveredOnce(db, r);
-  if (impl === 'relay') await dropRelayTable(db, r, TABLE);
+  const n = await table.delivered();
+  await table.drop();
   await r.close();
   const exactlyOnce = delivered === events && n === events;
   if (!exactlyOnce) throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${events}`);
-  return { eventsPerSecond: events / (ms / 1000), exactlyOnce };
+  // The workers' own CPU per event, where they report it: steadier than a rate on a shared machine.
+  const cpuUs = value.reduce((sum, v) => sum + ((v as { cpuUs?: number }).cpuUs ?? Number.NaN), 0);
+  return { eventsPerSecond: events / (ms / 1000), exactlyOnce, cpuUsPerEvent: cpuUs / events };
 }
 
 /**
@@ -393,13 +432,17 @@ async function ordered(db: Db): Promise<OrderedResult> {
  * event, with the outbox's Prometheus metrics on and off, rounds interleaved.
  */
 async function observability(db: Db): Promise<ObservabilityResult> {
-  const variants: ObservabilityVariant[] = ['off', 'api', 'tracing', 'metrics', 'on', 'span'];
+  const all: ObservabilityVariant[] = ['off', 'api', 'tracing', 'metrics', 'on', 'span', 'sampled'];
+  // OUTBOX_BENCH_OBSERVABILITY_VARIANTS=off,metrics: those drains only, and no enqueue (a before/after of one cost).
+  const picked = process.env.OUTBOX_BENCH_OBSERVABILITY_VARIANTS?.split(',') as ObservabilityVariant[] | undefined;
+  const variants = picked ?? all;
   const drains = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<ObservabilityVariant, number[]>;
+  const cpu = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<ObservabilityVariant, number[]>;
   for (let round = 0; round < DRAIN_ROUNDS; round++) {
     // Each round starts one variant later: none always runs first, or right after another.
     for (let i = 0; i < variants.length; i++) {
       const v = variants[(i + round) % variants.length];
-      const { eventsPerSecond } = await drain(
+      const { eventsPerSecond, cpuUsPerEvent } = await drain(
         db,
         'lib',
         1,
@@ -409,7 +452,14 @@ async function observability(db: Db): Promise<ObservabilityResult> {
         SIZES.observabilityEvents,
       );
       drains[v].push(eventsPerSecond);
+      cpu[v].push(cpuUsPerEvent);
     }
+  }
+  const us = (v: ObservabilityVariant) => `${v} ${median(cpu[v]).toFixed(2)}`;
+  log(`   worker CPU per event, medians (µs): ${variants.map(us).join(', ')}`);
+  if (picked) {
+    log(`   drains ${variants.map((v) => `${v} ${Math.round(median(drains[v]))}`).join(', ')}/s`);
+    return { drainOff: Number.NaN, drainApi: Number.NaN, drainOn: Number.NaN } as ObservabilityResult;
   }
   const r = await raw(db, 4);
   await createTables(db, r, TABLE);
@@ -451,7 +501,8 @@ async function observability(db: Db): Promise<ObservabilityResult> {
   const list = (xs: number[]) => xs.map(Math.round).join(', ');
   log(
     `   drain off ${list(drains.off)}/s, api ${list(drains.api)}/s, tracing ${list(drains.tracing)}/s, ` +
-      `metrics ${list(drains.metrics)}/s, on ${list(drains.on)}/s, span per event ${list(drains.span)}/s`,
+      `metrics ${list(drains.metrics)}/s, on ${list(drains.on)}/s, span per event ${list(drains.span)}/s, ` +
+      `sampled ${list(drains.sampled)}/s`,
   );
   log(
     `   enqueue off ${list(enqueues.off)}, api ${list(enqueues.api)}; traced: off ${list(enqueues.offTraced)}, on ${list(enqueues.on)} tx/s`,
@@ -464,6 +515,8 @@ async function observability(db: Db): Promise<ObservabilityResult> {
     drainTracing: median(drains.tracing),
     drainMetrics: median(drains.metrics),
     drainSpan: median(drains.span),
+    drainSampled: median(drains.sampled),
+    cpuUsPerEvent: Object.fromEntries(variants.map((v) => [v, median(cpu[v])])),
     enqueueOff: median(enqueues.off),
     enqueueApi: median(enqueues.api),
     enqueueOffTraced: median(enqueues.offTraced),
@@ -689,11 +742,12 @@ async function main() {
         if (DRAIN_CASES && !DRAIN_CASES.includes(`${workers}x${batch}`)) continue;
         // Interleaved rounds, medians: one drain of 50,000 events lasts a second or two, and a single
         // one moved by ±20% between runs on this machine.
-        const samples: Record<string, number[]> = { relay: [], raw: [], lib: [] };
+        const impls = drainImplsOf(db);
+        const samples = Object.fromEntries(impls.map((impl) => [impl, [] as number[]]));
         for (let round = 0; round < DRAIN_ROUNDS; round++) {
-          for (const impl of DRAIN_IMPLS) samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
+          for (const impl of impls) samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
         }
-        for (const impl of DRAIN_IMPLS) {
+        for (const impl of impls) {
           d[`${impl}_${workers}w_b${batch}`] = median(samples[impl]);
           log(`   ${impl} ${workers}w b${batch}: ${samples[impl].map(Math.round).join(', ')}/s`);
         }
@@ -817,11 +871,13 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
     '',
     `Enqueue: medians of ${ENQUEUE_ROUNDS} interleaved rounds of ${SIZES.enqueueSeconds} s per variant.`,
     '',
-    "Two baselines in the same run: raw SQL does the library's work on the library's schema; the minimal relay",
-    '(bench/relay.ts) does the least any relay can, on a narrow table of its own (no leases, attempts or fencing).',
+    "Baselines in the same run: raw SQL does the library's work on the library's schema; the minimal relay",
+    '(bench/relay.ts) does the least any relay can, on a narrow table of its own (no leases, attempts or fencing);',
+    'on PostgreSQL the leased relay (bench/lease-relay.ts) adds a lease, an attempt and a retry time at claim, a',
+    'processed time at acknowledgement, and awaits an async handler per event (no fencing token).',
     '',
-    '| database | measure | minimal relay | raw SQL | library | library / relay | library / raw | target |',
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |',
+    '| database | measure | minimal relay | leased relay | raw SQL | library | library / relay | library / leased relay | library / raw | target |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
   ];
   for (const db of dbs) {
     const r = results[db] as R;
@@ -830,9 +886,9 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
     const enqueueOk = e ? e.libRatio >= e.relayRatio - 0.05 : false;
     if (e) {
       lines.push(
-        `| ${db} | enqueue, business only (tx/s, 4 clients) | | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | | ${f(e.libBusiness / e.rawBusiness, 2)} | |`,
-        `| ${db} | enqueue, business + event (tx/s) | ${f(e.relayOutbox)} | ${f(e.rawOutbox)} | ${f(e.libOutbox)} | ` +
-          `${f(e.libOutbox / e.relayOutbox, 2)} | ${f(e.libOutbox / e.rawOutbox, 2)} | ` +
+        `| ${db} | enqueue, business only (tx/s, 4 clients) | | | ${f(e.rawBusiness)} | ${f(e.libBusiness)} | | | ${f(e.libBusiness / e.rawBusiness, 2)} | |`,
+        `| ${db} | enqueue, business + event (tx/s) | ${f(e.relayOutbox)} | | ${f(e.rawOutbox)} | ${f(e.libOutbox)} | ` +
+          `${f(e.libOutbox / e.relayOutbox, 2)} | | ${f(e.libOutbox / e.rawOutbox, 2)} | ` +
           `with/without: relay ${f(e.relayRatio, 2)}, raw ${f(e.rawRatio, 2)}, library ${f(e.libRatio, 2)}` +
           ` — ${verdict(enqueueOk)} (at most 0.05 below the relay's)` +
           ' |',
@@ -842,6 +898,9 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
       const config = key.slice(4);
       const lib = r.drain[`lib_${config}`];
       const relay = r.drain[`relay_${config}`];
+      // Absent on MariaDB and SQLite, and from runs before it: an empty cell, no verdict.
+      const leased = r.drain[`lease-relay_${config}`] as number | undefined;
+      const leaseRatio = leased === undefined ? undefined : lib / leased;
       const ratio = lib / r.drain[key];
       const target =
         db === 'postgres'
@@ -852,13 +911,18 @@ function report(results: Record<string, unknown>, dbs: Db[]): string {
             ? 0.6
             : undefined;
       const relayTarget = RELAY_TARGETS[db]?.[config];
+      const leaseTarget = LEASE_RELAY_TARGETS[db]?.[config];
       const targets = [
         relayTarget ? `≥ ${relayTarget} of relay: ${verdict(lib / relay >= relayTarget)}` : '',
+        leaseTarget && leaseRatio !== undefined
+          ? `≥ ${leaseTarget} of leased relay: ${verdict(leaseRatio >= leaseTarget)}`
+          : '',
         target ? `≥ ${target} of raw: ${verdict(ratio >= target)}` : '',
       ];
+      const cell = (n: number | undefined, digits = 0) => (n === undefined ? '' : f(n, digits));
       lines.push(
-        `| ${db} | drain ${config.replace('w_b', ' worker(s), batch ')} (events/s) | ${f(relay)} | ${f(r.drain[key])} | ${f(lib)} | ` +
-          `${f(lib / relay, 2)} | ${f(ratio, 2)} | ${targets.filter(Boolean).join('; ')} |`,
+        `| ${db} | drain ${config.replace('w_b', ' worker(s), batch ')} (events/s) | ${f(relay)} | ${cell(leased)} | ${f(r.drain[key])} | ${f(lib)} | ` +
+          `${f(lib / relay, 2)} | ${cell(leaseRatio, 2)} | ${f(ratio, 2)} | ${targets.filter(Boolean).join('; ')} |`,
       );
     }
   }

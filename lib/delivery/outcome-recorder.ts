@@ -161,7 +161,7 @@ export class OutcomeRecorder {
       const text = `Outbox acknowledgement of ${refused.length} of ${ids.length} event(s) rejected`;
       this.logger.warn(aboutEvents(`${text}: their lease expired and another claim took them`, refused));
     }
-    if (this.events.observed) {
+    if (this.events.wants('delivered')) {
       for (const { id, topic, attempts: attempt } of written)
         this.events.emit({ type: 'delivered', id, topic, attempt });
     }

@@ -56,19 +56,33 @@ export class OutboxEvents {
   }
 
   /**
+   * Whether anyone listens for events of `type`: a subscriber of the stream, or a meter that reads them.
+   * For the emitters of events built per delivery that no meter reads.
+   */
+  wants(type: OutboxLifecycleEventType): boolean {
+    return this.subject.observed || this.metered.has(type);
+  }
+
+  /**
    * The outbox's own metrics: each gets every event as its emitter built it, before and without the
    * stream (no copy, no timestamp, no subscriber chain: the cost of a metric per delivery stays that of
-   * the metric). Returns the function that takes it off.
+   * the metric). `reads`: the types it reads (see `wants`). Returns the function that takes it off.
    */
-  addMeter(meter: OutboxMeter): () => void {
-    this.meters = [...this.meters, meter];
-    return () => (this.meters = this.meters.filter((m) => m !== meter));
+  addMeter(meter: OutboxMeter, reads: readonly OutboxLifecycleEventType[]): () => void {
+    const entry = { meter, reads };
+    this.meters = [...this.meters, entry];
+    this.metered = new Set(this.meters.flatMap((m) => m.reads));
+    return () => {
+      this.meters = this.meters.filter((m) => m !== entry);
+      this.metered = new Set(this.meters.flatMap((m) => m.reads));
+    };
   }
-  private meters: readonly OutboxMeter[] = [];
+  private meters: ReadonlyArray<{ meter: OutboxMeter; reads: readonly OutboxLifecycleEventType[] }> = [];
+  private metered: ReadonlySet<OutboxLifecycleEventType> = new Set();
 
   /** For the outbox's own components. */
   emit(event: OutboxLifecycleEventInput): void {
-    for (const meter of this.meters) {
+    for (const { meter } of this.meters) {
       try {
         meter(event);
       } catch (error) {

@@ -29,7 +29,7 @@ export interface OutboxTracer {
   ): Promise<PublishResult[]>;
   /**
    * Starts the span of one delivery attempt of `event`, from the context captured at publish; none
-   * while the application has registered no tracer provider.
+   * while the application has registered no tracer provider, nor when its sampler drops the span.
    */
   startAttempt(event: TracedEvent): OutboxAttemptSpan | undefined;
   /**

@@ -1,4 +1,5 @@
 import type { OutboxMeter } from '../events/outbox-events';
+import type { OutboxLifecycleEventType } from '../events/lifecycle-event';
 import type { OutboxStats } from '../interfaces/outbox-operations.interface';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { OutboxOperations } from '../operations/outbox-operations.service';
@@ -29,7 +30,18 @@ export interface MetricSink {
   leasesLost(count: number): void;
 }
 
-/** The meter (see `OutboxEvents.addMeter`) that turns lifecycle events into a sink's measures. */
+/** The lifecycle events `meterOf`'s meter reads: the others are not built for it. */
+export const METERED_TYPES = [
+  'published',
+  'handler.succeeded',
+  'handler.failed',
+  'retry.scheduled',
+  'dead-lettered',
+  'claimed',
+  'lease.lost',
+] as const satisfies readonly OutboxLifecycleEventType[];
+
+/** The meter (see `OutboxEvents.addMeter`) that turns lifecycle events into a sink's measures (of `METERED_TYPES`). */
 export function meterOf(sink: MetricSink): OutboxMeter {
   const failed = (topic: string, targets: string[], outcome: 'retried' | 'dead') => {
     if (targets.length === 0) return sink.deliveryEnded(topic, NO_TARGET, outcome);

@@ -5,7 +5,7 @@ import type { OutboxStats } from '../interfaces/outbox-operations.interface';
 import { OutboxEvents } from '../events/outbox-events';
 import { OutboxOperations } from '../operations/outbox-operations.service';
 import { StartRefusal } from '../store/start-refusal';
-import { cachedStats, meterOf, type MetricSink } from './metric-feed';
+import { cachedStats, meterOf, METERED_TYPES, type MetricSink } from './metric-feed';
 
 /**
  * What the outbox's metric providers (Prometheus, OpenTelemetry) share: each registers its metrics at
@@ -37,7 +37,7 @@ export abstract class MetricsLifecycle implements OnModuleInit, OnModuleDestroy 
 
   /** Feeds `sink` from the lifecycle events until the module closes; returns the gauges' read of the table's state. */
   protected feed(sink: MetricSink): () => Promise<OutboxStats | undefined> {
-    this.atClose(this.events.addMeter(meterOf(sink)));
+    this.atClose(this.events.addMeter(meterOf(sink), METERED_TYPES));
     return cachedStats(this.operations, this.options);
   }
 

@@ -158,33 +158,46 @@ class OpenTelemetryTracer implements OutboxTracer {
     const publisher = this.link ? api.trace.getSpanContext(captured) : undefined;
     // Linked: a trace of its own (the baggage carried on).
     const parent = this.link ? api.trace.deleteSpan(captured) : captured;
+    // The sampler sees the attributes every attempt has; the event's own are built only for a span
+    // that records (a sampler of production's drops most, and each would cost its attributes).
     const span = this.tracer.startSpan(
       `process ${event.topic}`,
       {
         kind: api.SpanKind.CONSUMER,
-        attributes: {
-          'messaging.system': 'outbox',
-          'messaging.operation.type': 'process',
-          'messaging.operation.name': 'process',
-          'messaging.destination.name': event.topic,
-          'messaging.message.id': event.id,
-          'outbox.attempt': event.attempts,
-        },
+        attributes: ATTEMPT_ATTRIBUTES,
         links: publisher ? [{ context: publisher }] : undefined,
       },
       parent,
     );
+    // Not sampled: no span to carry. The handlers run in the worker's context (a span they start makes
+    // its own sampling decision), and a transport forwards the publisher's context as it was captured.
+    if (!span.isRecording()) return undefined;
+    span.setAttributes({
+      'messaging.destination.name': event.topic,
+      'messaging.message.id': event.id,
+      'outbox.attempt': event.attempts,
+    });
     return new AttemptSpan(api, span, api.trace.setSpan(parent, span), this.errorText);
   }
 
   forward(headers: Record<string, string>, traceContext: Record<string, string> | null): Record<string, string> {
-    // No provider, no span: the publisher's context goes on as it was captured (the event's own headers win).
-    if (!this.registered) return traceContext ? { ...traceContext, ...headers } : headers;
+    // No provider, or no span recording (not sampled): the publisher's context goes on as it was
+    // captured (the event's own headers win).
+    if (!this.registered || !this.api.trace.getActiveSpan()?.isRecording()) {
+      return traceContext ? { ...traceContext, ...headers } : headers;
+    }
     const carrier = { ...headers };
     this.api.propagation.inject(this.api.context.active(), carrier);
     return carrier;
   }
 }
+
+/** What every delivery attempt's span says, given to the sampler. */
+const ATTEMPT_ATTRIBUTES: Otel.Attributes = Object.freeze({
+  'messaging.system': 'outbox',
+  'messaging.operation.type': 'process',
+  'messaging.operation.name': 'process',
+});
 
 class AttemptSpan implements OutboxAttemptSpan {
   private firstError: { type: string; message: string } | undefined;

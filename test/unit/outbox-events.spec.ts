@@ -84,4 +84,22 @@ describe('OutboxEvents', () => {
     expect(events.observed).toBe(false);
     expect(unhandled).toEqual([]);
   });
+
+  it('wants an event type while a meter reads it or anyone subscribes; a meter taken off no longer counts', () => {
+    const events = new OutboxEvents();
+    const read: string[] = [];
+    const off = events.addMeter((e) => read.push(e.type), ['claimed', 'handler.succeeded']);
+    expect(events.observed).toBe(true);
+    expect(events.wants('claimed')).toBe(true);
+    expect(events.wants('delivered')).toBe(false);
+    const subscription = events.events$.subscribe(() => undefined);
+    expect(events.wants('delivered')).toBe(true);
+    subscription.unsubscribe();
+    expect(events.wants('delivered')).toBe(false);
+    events.emit({ type: 'claimed', token: 't', count: 1, ids: ['1'], durationMs: 1 });
+    expect(read).toEqual(['claimed']);
+    off();
+    expect(events.wants('claimed')).toBe(false);
+    expect(events.observed).toBe(false);
+  });
 });
