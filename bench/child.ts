@@ -121,8 +121,10 @@ async function main() {
     };
     out('READY');
     onGo(async () => {
+      const cpu = process.cpuUsage();
       const delivered = await leaseRelayDrain(client, table, batch, handler);
-      out(JSON.stringify({ delivered, handled }));
+      const used = process.cpuUsage(cpu);
+      out(JSON.stringify({ delivered, handled, cpuUs: used.user + used.system }));
       await client.end();
     });
     return;

@@ -6,7 +6,7 @@
  * default 30, per run; OUTBOX_BENCH_BOUNDS_VARIANTS=none,default,two its runs, the first without the slow handler); OUTBOX_BENCH_QUICK=1 shrinks the sizes.
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations (relay, lease-relay — PostgreSQL only —, raw, lib), OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a
- * before/after of one case).
+ * before/after of one case), OUTBOX_BENCH_DRAIN_EVENTS its events per drain (default 50,000).
  * OUTBOX_BENCH_ORDERED_CASES=1w_b500_1key_run,… limits per-key order's drains to those cases (bench/ordered.ts).
  * OUTBOX_BENCH_OBSERVABILITY_VARIANTS=off,metrics limits the observability drains to those variants, and skips its
  * enqueue (bench/observability.ts).
@@ -67,7 +67,7 @@ const LATEST_SECTIONS = [
 const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? LATEST_SECTIONS);
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
-  drainEvents: QUICK ? 5_000 : 50_000,
+  drainEvents: Number(process.env.OUTBOX_BENCH_DRAIN_EVENTS ?? (QUICK ? 5_000 : 50_000)),
   /** The transactional handlers' drains, in this process: a row inserted per event, so fewer than the no-op drain. */
   transactionalEvents: QUICK ? 2_000 : 10_000,
   /** The inbox's consumer: messages processed per variant and round, 10 in flight, a row inserted per message. */
@@ -744,12 +744,20 @@ async function main() {
         // one moved by ±20% between runs on this machine.
         const impls = drainImplsOf(db);
         const samples = Object.fromEntries(impls.map((impl) => [impl, [] as number[]]));
+        const cpu = Object.fromEntries(impls.map((impl) => [impl, [] as number[]]));
         for (let round = 0; round < DRAIN_ROUNDS; round++) {
-          for (const impl of impls) samples[impl].push((await drain(db, impl, workers, batch)).eventsPerSecond);
+          for (const impl of impls) {
+            const run = await drain(db, impl, workers, batch);
+            samples[impl].push(run.eventsPerSecond);
+            cpu[impl].push(run.cpuUsPerEvent);
+          }
         }
         for (const impl of impls) {
           d[`${impl}_${workers}w_b${batch}`] = median(samples[impl]);
-          log(`   ${impl} ${workers}w b${batch}: ${samples[impl].map(Math.round).join(', ')}/s`);
+          // The workers' CPU per event, where they report it (the library's).
+          const us = median(cpu[impl]);
+          const perEvent = Number.isNaN(us) ? '' : `; workers' CPU ${us.toFixed(1)} µs/event`;
+          log(`   ${impl} ${workers}w b${batch}: ${samples[impl].map(Math.round).join(', ')}/s${perEvent}`);
         }
       }
     }
