@@ -49,8 +49,10 @@ export class CommitWatcher {
    */
   published(runner: QueryRunner): PublishedEntry[] {
     const data = runner.data as Record<string, PublishedEntry[] | undefined> | undefined;
-    const published = data?.[this.publishedKey] ?? [];
-    runner.data = { ...(runner.data ?? {}), [this.publishedKey]: published };
+    const marked = data?.[this.publishedKey];
+    if (marked) return marked;
+    const published: PublishedEntry[] = [];
+    runner.data = { ...(data ?? {}), [this.publishedKey]: published };
     return published;
   }
 

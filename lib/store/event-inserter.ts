@@ -18,6 +18,9 @@ import { keyNotStored, sameContent, sameStored } from './dedupe-keys';
 import { insertStatements } from './insert-chunks';
 import { queryOn } from './sql-executor';
 
+/** What a lookup of no dedupe keys finds (never written to). */
+const NONE_STORED: ReadonlyMap<string, StoredEvent> = new Map();
+
 /** Publishing: the events' rows written in the caller's transaction, dedupe keys and key order included. */
 export class EventInserter {
   constructor(
@@ -52,7 +55,7 @@ export class EventInserter {
     );
 
     const results = new Array<PublishResult>(events.length);
-    const existing = await this.findByDedupeKeys(manager, [...firstIndex.keys()]);
+    const existing = firstIndex.size === 0 ? NONE_STORED : await this.findByDedupeKeys(manager, [...firstIndex.keys()]);
     const fresh = rows.filter((row) => {
       const found = row.event.dedupeKey === null ? undefined : existing.get(row.event.dedupeKey);
       if (found) results[row.index] = this.resolveDuplicate(found, row.event);

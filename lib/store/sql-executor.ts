@@ -6,11 +6,14 @@ import type {
   StatementResult,
 } from '../dialects/shared/outbox-dialect.interface';
 import type { ConnectionGate } from '../dialects/shared/outbox-dialect.interface';
+import { postgresClientQuery } from '../dialects/postgres/postgres-client-query';
 
 const TRANSIENT_RETRIES = 5;
 
 /** One statement on `runner`, its rows and affected count in the shape every dialect reads. */
 export async function queryOn(runner: QueryRunner, statement: Statement): Promise<StatementResult> {
+  const direct = postgresClientQuery(runner, statement);
+  if (direct) return direct;
   // TypeORM's QueryResult: the driver's rows (or nothing, for a statement without them) and the affected count.
   const result = (await runner.query(statement.sql, statement.params, true)) as {
     records?: unknown;

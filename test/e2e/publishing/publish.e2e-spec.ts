@@ -3,7 +3,15 @@ import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adap
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import {
+  DataSource,
+  EventSubscriber,
+  QueryFailedError,
+  type AfterQueryEvent,
+  type BeforeQueryEvent,
+  type EntitySubscriberInterface,
+  type Logger as TypeOrmLogger,
+} from 'typeorm';
 import {
   OutboxDedupeConflictError,
   OutboxHandler,
@@ -512,6 +520,101 @@ describe.each(backends())('publish on %s', (backend) => {
     await app.worker.drain();
     expect(recorder.seen[0].payload).toEqual(payload);
   });
+});
+
+/** A TypeORM logger that keeps the statements it is given, and the failures. */
+function recordingLogger() {
+  const queries: Array<{ sql: string; params: unknown[] }> = [];
+  const failures: Array<{ error: unknown; sql: string }> = [];
+  const logger: TypeOrmLogger = {
+    logQuery: (sql, params) => void queries.push({ sql, params: params ?? [] }),
+    logQueryError: (error, sql) => void failures.push({ error, sql }),
+    logQuerySlow: () => undefined,
+    logSchemaBuild: () => undefined,
+    logMigration: () => undefined,
+    log: () => undefined,
+  };
+  return { logger, queries, failures };
+}
+
+/** A subscriber of every query of its DataSource, before and after. */
+const seenBySubscriber: { before: string[]; after: Array<{ sql: string; success: boolean }> } = {
+  before: [],
+  after: [],
+};
+@EventSubscriber()
+class QuerySubscriber implements EntitySubscriberInterface {
+  beforeQuery(event: BeforeQueryEvent<unknown>) {
+    seenBySubscriber.before.push(event.query);
+  }
+  afterQuery(event: AfterQueryEvent<unknown>) {
+    seenBySubscriber.after.push({ sql: event.query, success: event.success });
+  }
+}
+
+// On PostgreSQL the outbox sends its statements by the transaction's client itself when nothing listens
+// to queries: these pin that what TypeORM's query path promises stays true either way.
+describe.each(backends())("the outbox's statements, as TypeORM's on %s", (backend) => {
+  let logged: TestApp;
+  let subscribed: TestApp;
+  let log: ReturnType<typeof recordingLogger>;
+  beforeAll(async () => {
+    log = recordingLogger();
+    logged = await createTestApp({ backend, typeormLogger: log.logger });
+    subscribed = await createTestApp({ backend, extraTypeOrm: { subscribers: [QuerySubscriber] } });
+  });
+  beforeEach(async () => {
+    await emptyTestApp(logged);
+    await emptyTestApp(subscribed);
+  });
+  afterAll(async () => {
+    await logged.dispose();
+    await subscribed.dispose();
+  });
+  /** The statements of `sqls` that insert into the outbox table of `app`. */
+  const outboxInserts = (sqls: string[], app = logged) =>
+    sqls.filter((sql) => sql.startsWith('INSERT INTO') && sql.split(' VALUES')[0].includes(app.table));
+
+  it("TypeORM's logger logs the insert, with its parameters", async () => {
+    log.queries.length = 0;
+    const { id } = await logged.txHost.withTransaction(() => logged.outbox.publish('order.placed', { n: 1 }));
+    const inserts = log.queries.filter((q) => outboxInserts([q.sql]).length === 1);
+    expect(inserts).toHaveLength(1);
+    expect(inserts[0].params).toContain(id);
+    expect(inserts[0].params).toContain('order.placed');
+  });
+
+  it('a subscriber of queries sees the insert before and after it ran', async () => {
+    seenBySubscriber.before.length = 0;
+    seenBySubscriber.after.length = 0;
+    await subscribed.txHost.withTransaction(() => subscribed.outbox.publish('order.placed', { n: 1 }));
+    const inserts = outboxInserts(seenBySubscriber.before, subscribed);
+    expect(inserts).toHaveLength(1);
+    expect(seenBySubscriber.after.filter((a) => outboxInserts([a.sql], subscribed).length === 1)).toEqual([
+      { sql: inserts[0], success: true },
+    ]);
+    expect(await outboxRows(subscribed)).toHaveLength(1);
+  });
+
+  // A statement that fails inside the caller's transaction: the table is not on PostgreSQL's search path.
+  // The other databases have no per-transaction setting that hides a table.
+  (backend === 'postgres' ? it : it.skip)(
+    "a failing statement is TypeORM's QueryFailedError with the driver's error, logged, and nothing is written",
+    async () => {
+      log.failures.length = 0;
+      const failure = await logged.txHost
+        .withTransaction(async () => {
+          await logged.txHost.tx.query(`SET LOCAL search_path TO ${uniqueName('nowhere')}`);
+          return logged.outbox.publish('order.placed', { n: 1 });
+        })
+        .catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(QueryFailedError);
+      expect((failure as QueryFailedError & { driverError: { code: string } }).driverError.code).toBe('42P01');
+      expect(outboxInserts(log.failures.map((f) => f.sql))).toHaveLength(1);
+      expect(log.failures[0].error).toBe((failure as QueryFailedError & { driverError: unknown }).driverError);
+      expect(await outboxRows(logged)).toHaveLength(0);
+    },
+  );
 });
 
 // SQLite serialises the two transactions at BEGIN (one connection, the gate), so the race exists on the servers only.

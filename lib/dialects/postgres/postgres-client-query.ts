@@ -1,0 +1,51 @@
+import { QueryFailedError, type QueryRunner } from 'typeorm';
+import type { Statement, StatementResult } from '../shared/outbox-dialect.interface';
+
+/** node-postgres's client, as far as a statement needs it. */
+interface PgClient {
+  query(sql: string, params?: unknown[]): Promise<{ rows?: Record<string, unknown>[]; rowCount?: number | null }>;
+}
+
+/** TypeORM's query runner beyond its public type: the client it holds once connected. */
+interface ConnectedRunner {
+  databaseConnection?: PgClient;
+}
+
+/** Whether a subscriber of the DataSource listens to its queries (`beforeQuery`, `afterQuery`). */
+function listensToQueries(runner: QueryRunner): boolean {
+  return runner.connection.subscribers.some(
+    (subscriber) => typeof subscriber.beforeQuery === 'function' || typeof subscriber.afterQuery === 'function',
+  );
+}
+
+/**
+ * `statement` sent by a connected PostgreSQL query runner's client itself: what TypeORM's
+ * `runner.query` does — the query logged (and logged as slow past `maxQueryExecutionTime`), a failure
+ * logged and thrown as its `QueryFailedError` — without the per-statement work of its broadcasts, whose
+ * only listeners are `beforeQuery`/`afterQuery` subscribers. Undefined, for `runner.query` to do it,
+ * when the shortcut does not apply: another database, a runner not connected or released, or a
+ * subscriber of queries.
+ */
+export function postgresClientQuery(runner: QueryRunner, statement: Statement): Promise<StatementResult> | undefined {
+  const client = (runner as unknown as ConnectedRunner).databaseConnection;
+  if (runner.connection.options.type !== 'postgres' || !client || runner.isReleased || listensToQueries(runner)) {
+    return undefined;
+  }
+  return send(runner, client, statement);
+}
+
+async function send(runner: QueryRunner, client: PgClient, { sql, params }: Statement): Promise<StatementResult> {
+  const { logger } = runner.connection;
+  const slowMs = runner.connection.options.maxQueryExecutionTime;
+  logger.logQuery(sql, params, runner);
+  const started = slowMs ? Date.now() : 0;
+  let result: Awaited<ReturnType<PgClient['query']>>;
+  try {
+    result = await client.query(sql, params);
+  } catch (error) {
+    logger.logQueryError(error as Error, sql, params, runner);
+    throw new QueryFailedError(sql, params, error as Error);
+  }
+  if (slowMs && Date.now() - started > slowMs) logger.logQuerySlow(Date.now() - started, sql, params, runner);
+  return { rows: result.rows ?? [], affected: result.rowCount ?? 0 };
+}
