@@ -28,7 +28,7 @@ describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
     await fleet.start(3);
     kills.start(fleet);
     const ids = await publishEvents(app, EVENTS, 100);
-    await kills.drain(fleet, app, EVENTS, DRAIN_TIMEOUT_MS);
+    await kills.drain(fleet, app, ids, DRAIN_TIMEOUT_MS, () => publishEvents(app, 400, 100));
     const drainMs = Date.now() - started;
     await fleet.stop();
 
@@ -40,7 +40,7 @@ describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
     record({
       scenario: 'SIGKILL, 3 workers',
       backend,
-      events: EVENTS,
+      events: ids.length,
       kills: fleet.kills,
       duplicates: result.duplicates,
       lost: result.lost,
@@ -48,7 +48,7 @@ describe.each(faultBackends())('SIGKILL on %s', (backend: BackendName) => {
       drainMs,
     });
 
-    expect(result).toMatchObject({ delivered: EVENTS, dead: 0, lost: 0 });
+    expect(result).toMatchObject({ delivered: ids.length, dead: 0, lost: 0 });
     expect(fleet.kills).toBeGreaterThanOrEqual(MIN_KILLS);
     for (const point of KILL_POINTS) expect(fleet.selfKills.filter((k) => k.point === point).length).toBeGreaterThan(0);
     // A kill after the handler and before the acknowledgement must show up as a duplicate.
