@@ -70,11 +70,10 @@ export function loadOpenTelemetryApi(): typeof import('@opentelemetry/api') {
 export interface PromClient {
   register: OutboxPrometheusRegistry;
   Counter: new (config: Record<string, unknown>) => PromMetric<{ inc(value?: number): void }>;
-  Histogram: new (config: Record<string, unknown>) => PromMetric<{ observe(value: number): void }>;
   Gauge: new (config: Record<string, unknown>) => { set(value: number): void };
 }
 
-/** A prom-client counter or histogram: itself when it has no labels, or its child of some label values. */
+/** A prom-client counter: itself when it has no labels, or its child of some label values. */
 export type PromMetric<Child> = Child & { labels(values: Record<string, string>): Child };
 
 /** `prom-client`, loaded when the `metrics.prometheus` option asks for it; a clear error when it is not installed. */

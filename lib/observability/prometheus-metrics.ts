@@ -3,6 +3,7 @@ import { OutboxConfigurationError } from '../errors/outbox.errors';
 import type { OutboxPrometheusRegistry } from '../interfaces/outbox-metrics.interface';
 import { byLabels, DURATION_BUCKETS, STATE_GAUGES, type MetricSink } from './metric-feed';
 import { MetricsLifecycle } from './metrics-lifecycle';
+import { TalliedHistogram } from './tallied-histogram';
 import { loadPromClient, type PromClient, type PromMetric } from './metrics-options';
 
 /** The counters and histograms, in the order `sink` takes them. */
@@ -82,9 +83,19 @@ export class OutboxPrometheusMetrics extends MetricsLifecycle {
     const [published, deliveries, leasesLost] = COUNTERS.map((config, i) =>
       metric(client.Counter, { ...config, collect: () => counts[i].flush() }),
     );
-    const [handlerTime, claimTime] = HISTOGRAMS.map((config) =>
-      metric(client.Histogram, { ...config, buckets: DURATION_BUCKETS }),
-    );
+    // The histograms are the outbox's own, for the same reason (see TalliedHistogram).
+    const [handlerTime, claimTime] = HISTOGRAMS.map((config) => {
+      const histogram = new TalliedHistogram(
+        config.name,
+        config.help,
+        'labelNames' in config ? config.labelNames : [],
+        DURATION_BUCKETS,
+      );
+      registry.registerMetric(histogram);
+      this.names.push(config.name);
+      return histogram;
+    });
+    const claims = claimTime.labels({});
     const byTopic = {
       published: counts[0].of(published),
       deliveries: counts[1].of(deliveries),
@@ -99,7 +110,7 @@ export class OutboxPrometheusMetrics extends MetricsLifecycle {
         byTopic.deliveries(topic, outcome, target).n++;
       },
       handlerRan: (topic, target, outcome, seconds) => byTopic.time(topic, outcome, target).observe(seconds),
-      claimed: (seconds) => claimTime.observe(seconds),
+      claimed: (seconds) => claims.observe(seconds),
       leasesLost: (count) => {
         lost.n += count;
       },
