@@ -18,7 +18,7 @@ import type { Db } from './env';
  * - sampled: as production runs it — the SDK registered with `ParentBased(TraceIdRatioBased(0.1))`, and
  *   Prometheus metrics on.
  */
-export type ObservabilityVariant = 'off' | 'api' | 'on' | 'tracing' | 'metrics' | 'span' | 'sampled';
+export type ObservabilityVariant = 'off' | 'api' | 'on' | 'tracing' | 'metrics' | 'span' | 'sampled' | 'sampledSpan';
 
 /** The ratio of the `sampled` variant's sampler. */
 export const SAMPLED_RATIO = 0.1;
@@ -30,9 +30,10 @@ export const observabilityEnv = (variant: ObservabilityVariant) => ({ OUTBOX_BEN
 export function observabilityOptions(variant: ObservabilityVariant | undefined): Record<string, unknown> {
   if (variant === undefined || variant === 'api') return {};
   if (variant === 'off') return { tracing: false };
-  if (variant !== 'metrics') registerSdk(variant === 'sampled' ? SAMPLED_RATIO : undefined);
+  if (variant !== 'metrics')
+    registerSdk(variant === 'sampled' || variant === 'sampledSpan' ? SAMPLED_RATIO : undefined);
   if (variant === 'tracing') return {};
-  if (variant === 'span') return { tracing: false };
+  if (variant === 'span' || variant === 'sampledSpan') return { tracing: false };
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only for metrics on, as the library does
   const { Registry } = require('prom-client') as typeof import('prom-client');
   return { metrics: { prometheus: new Registry() }, ...(variant === 'metrics' ? { tracing: false } : {}) };
@@ -40,7 +41,7 @@ export function observabilityOptions(variant: ObservabilityVariant | undefined):
 
 /** The `span` variant's handler work: a span of the application's own, started and ended. */
 export function handlerSpan(variant: ObservabilityVariant | undefined): (() => void) | undefined {
-  if (variant !== 'span') return undefined;
+  if (variant !== 'span' && variant !== 'sampledSpan') return undefined;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const api = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
   const tracer = api.trace.getTracer('bench');
@@ -107,6 +108,8 @@ export interface ObservabilityResult {
   drainSpan?: number;
   /** As production runs it: `ParentBased(TraceIdRatioBased(0.1))` and metrics on. */
   drainSampled?: number;
+  /** The SDK's floor under that sampler: no outbox tracing, no metrics, a span of the handler's own per event. */
+  drainSampledSpan?: number;
   /** The worker process's CPU per delivered event (µs), medians, by variant: steadier than the rates. */
   cpuUsPerEvent?: Partial<Record<ObservabilityVariant, number>>;
   /**
@@ -159,8 +162,8 @@ export function observabilityReport(results: Record<string, unknown>, dbs: Db[])
       );
     }
     rows.push(
-      `| ${db} | drain, 1 worker × 500 (events/s) | ${f(o.drainOff)} | ${f(o.drainApi)} (${pct(o.drainOff, o.drainApi)}) | ${alone(o.drainTracing)} | ${alone(o.drainMetrics)} | ${f(o.drainOn)} (${pct(o.drainOff, o.drainOn)}) | ${alone(o.drainSampled)} | ${alone(o.drainSpan)} | ${checks.join('; ')} |`,
-      `| ${db} | enqueue, business change + event (tx/s) | ${f(o.enqueueOff)} | ${f(o.enqueueApi)} (${pct(o.enqueueOff, o.enqueueApi)}) | — | — | ${f(o.enqueueOn)} (${pct(o.enqueueOffTraced, o.enqueueOn)} of ${f(o.enqueueOffTraced)}) | — | — | reported |`,
+      `| ${db} | drain, 1 worker × 500 (events/s) | ${f(o.drainOff)} | ${f(o.drainApi)} (${pct(o.drainOff, o.drainApi)}) | ${alone(o.drainTracing)} | ${alone(o.drainMetrics)} | ${f(o.drainOn)} (${pct(o.drainOff, o.drainOn)}) | ${alone(o.drainSampled)} | ${alone(o.drainSpan)} | ${alone(o.drainSampledSpan)} | ${checks.join('; ')} |`,
+      `| ${db} | enqueue, business change + event (tx/s) | ${f(o.enqueueOff)} | ${f(o.enqueueApi)} (${pct(o.enqueueOff, o.enqueueApi)}) | — | — | ${f(o.enqueueOn)} (${pct(o.enqueueOffTraced, o.enqueueOn)} of ${f(o.enqueueOffTraced)}) | — | — | — | reported |`,
     );
   }
   if (rows.length === 0) return '';
@@ -171,13 +174,14 @@ export function observabilityReport(results: Record<string, unknown>, dbs: Db[])
     "processor and an exporter that drops everything; the outbox's Prometheus metrics on a registry nobody scrapes),",
     'and for the drain each of the two alone, both with the SDK sampling as production does',
     `(\`ParentBased(TraceIdRatioBased(${SAMPLED_RATIO}))\`), rounds interleaved (each round starting one variant later). The`,
-    "floor column is the SDK's own: the outbox's tracing off and the handler starting and ending one span of its own",
-    "per event. The enqueue with both on runs each transaction in a span of the application's own, and is compared",
+    "floor columns are the SDK's own: the outbox's tracing off and the handler starting and ending one span of its own",
+    'per event, every one sampled or under the same sampler as the sampled column (no metrics). The enqueue with',
+    "both on runs each transaction in a span of the application's own, and is compared",
     'with tracing off under the same SDK and span. Every drain process first runs a nestjs-cls context, as any',
     "application that publishes has (its transactions run in one): Node's async context tracking is on in all variants.",
     '',
-    '| database | measure | neither | API, no SDK (cost) | tracing alone (cost) | metrics alone (cost) | tracing + metrics (cost) | sampled 0.1 + metrics (cost) | SDK floor: a span per event (cost) | targets |',
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    '| database | measure | neither | API, no SDK (cost) | tracing alone (cost) | metrics alone (cost) | tracing + metrics (cost) | sampled 0.1 + metrics (cost) | SDK floor: a span per event (cost) | SDK floor sampled 0.1 (cost) | targets |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     ...rows,
     '',
   ].join('\n');

@@ -451,7 +451,7 @@ async function ordered(db: Db): Promise<OrderedResult> {
  * event, with the outbox's Prometheus metrics on and off, rounds interleaved.
  */
 async function observability(db: Db): Promise<ObservabilityResult> {
-  const all: ObservabilityVariant[] = ['off', 'api', 'tracing', 'metrics', 'on', 'span', 'sampled'];
+  const all: ObservabilityVariant[] = ['off', 'api', 'tracing', 'metrics', 'on', 'span', 'sampled', 'sampledSpan'];
   // OUTBOX_BENCH_OBSERVABILITY_VARIANTS=off,metrics: those drains only, and no enqueue (a before/after of one cost).
   const picked = process.env.OUTBOX_BENCH_OBSERVABILITY_VARIANTS?.split(',') as ObservabilityVariant[] | undefined;
   const variants = picked ?? all;
@@ -521,7 +521,7 @@ async function observability(db: Db): Promise<ObservabilityResult> {
   log(
     `   drain off ${list(drains.off)}/s, api ${list(drains.api)}/s, tracing ${list(drains.tracing)}/s, ` +
       `metrics ${list(drains.metrics)}/s, on ${list(drains.on)}/s, span per event ${list(drains.span)}/s, ` +
-      `sampled ${list(drains.sampled)}/s`,
+      `sampled ${list(drains.sampled)}/s, sampled span per event ${list(drains.sampledSpan)}/s`,
   );
   log(
     `   enqueue off ${list(enqueues.off)}, api ${list(enqueues.api)}; traced: off ${list(enqueues.offTraced)}, on ${list(enqueues.on)} tx/s`,
@@ -535,6 +535,7 @@ async function observability(db: Db): Promise<ObservabilityResult> {
     drainMetrics: median(drains.metrics),
     drainSpan: median(drains.span),
     drainSampled: median(drains.sampled),
+    drainSampledSpan: median(drains.sampledSpan),
     cpuUsPerEvent: Object.fromEntries(variants.map((v) => [v, median(cpu[v])])),
     enqueueOff: median(enqueues.off),
     enqueueApi: median(enqueues.api),
