@@ -66,6 +66,16 @@ for (const backend of BACKENDS) {
       const text = await registry.metrics();
       assert.match(text, /^outbox_deliveries_total\{topic="order\.placed",target="Orders\.placed",outcome="delivered"\} 1$/m);
       assert.match(text, /^outbox_events_published_total\{topic="order\.placed"\} 1$/m);
+      // The histograms (the outbox's own, read by the registry): one handler call, one claim at least.
+      assert.match(
+        text,
+        /^outbox_delivery_duration_seconds_count\{topic="order\.placed",target="Orders\.placed",outcome="success"\} 1$/m,
+      );
+      assert.match(
+        text,
+        /^outbox_delivery_duration_seconds_bucket\{le="\+Inf",topic="order\.placed",target="Orders\.placed",outcome="success"\} 1$/m,
+      );
+      assert.match(text, /^outbox_claim_duration_seconds_count [1-9]\d*$/m);
     });
   });
 }
