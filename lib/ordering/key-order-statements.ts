@@ -76,6 +76,22 @@ export class KeyOrderStatements {
    */
   moveFronts(keys: string[], finished: string[]): Statement {
     const b = new StatementBuilder(this.f.placeholder);
+    return b.statement(this.move(b.bind, keys, finished));
+  }
+
+  /**
+   * `moveFronts`, then `promote` of the fronts it moved to, in one statement where a write may feed
+   * another (`keyOrder.writesInWith`): undefined elsewhere.
+   */
+  moveAndPromote(keys: string[], finished: string[]): Statement | undefined {
+    if (!this.f.keyOrder.writesInWith) return undefined;
+    const b = new StatementBuilder(this.f.placeholder);
+    const c = (name: string) => this.c(name);
+    const moved = this.returning(this.move(b.bind, keys, finished), c('front_id'));
+    return b.statement(`WITH moved AS (${moved}) ${this.promotion(`${c('id')} IN (SELECT ${c('front_id')} FROM moved)`)}`);
+  }
+
+  private move(bind: Bind, keys: string[], finished: string[]): string {
     const c = (name: string) => this.c(name);
     const next =
       `SELECT e.${c('id')} FROM ${this.byKey('e')} WHERE e.${c('key')} = k.${c('key')} AND e.${c('status')} = 'waiting' ` +
@@ -83,10 +99,10 @@ export class KeyOrderStatements {
     const open =
       `SELECT 1 FROM ${this.f.table(this.table)} o WHERE o.${c('id')} = k.${c('front_id')} ` +
       `AND o.${c('status')} IN ('pending', 'waiting')`;
-    return b.statement(
+    return (
       `UPDATE ${this.keysById('k')} SET ${c('front_id')} = (${next}) ` +
-        `WHERE ${this.keyIn(b.bind, keys, 'k.')} AND k.${c('front_id')} IN (${list(b.bind, finished)}) ` +
-        `AND NOT EXISTS (${open})`,
+      `WHERE ${this.keyIn(bind, keys, 'k.')} AND k.${c('front_id')} IN (${list(bind, finished)}) ` +
+      `AND NOT EXISTS (${open})`
     );
   }
 
@@ -110,14 +126,19 @@ export class KeyOrderStatements {
    * key on): where the database can, as rows; else as the statement's insert id (`keyOrder.promotedDue`).
    */
   promote(ids: string[]): Statement {
+    const b = new StatementBuilder(this.f.placeholder);
+    return b.statement(this.promotion(this.f.idIn(b.bind, ids)));
+  }
+
+  /** The promotion of the events `which` (a condition) selects. */
+  private promotion(which: string): string {
     const { f } = this;
-    const b = new StatementBuilder(f.placeholder);
     const c = (name: string) => this.c(name);
     const promote =
       `UPDATE ${f.byId(this.table)} SET ${c('status')} = 'pending'${f.keyOrder.promotedDue?.set ?? ''} ` +
-      `WHERE ${f.idIn(b.bind, ids)} AND ${c('status')} = 'waiting'`;
+      `WHERE ${which} AND ${c('status')} = 'waiting'`;
     const due = `CASE WHEN ${c('available_at')} <= ${f.now} THEN 1 ELSE 0 END AS ${c('due')}`;
-    return b.statement(this.returning(promote, due));
+    return this.returning(promote, due);
   }
 
   /** The keys among `keys` whose front is one of `ids`, with their front. */

@@ -165,8 +165,10 @@ export class OrderedKeys {
    * transaction with the move of their keys' fronts: the keys' rows locked first, then the outcome, then
    * the fronts. Returns the outcome's affected rows and what the move promoted.
    */
-  finish(keys: string[], outcome: Statement, finished: string[]): Promise<{ affected: number } & Promotion> {
+  async finish(keys: string[], outcome: Statement, finished: string[]): Promise<{ affected: number } & Promotion> {
     const sorted = sortKeys(keys);
+    const inOneTrip = await this.inOneTrip(sorted, finished, outcome);
+    if (inOneTrip) return { affected: inOneTrip.written!.affected, ...inOneTrip.promotion };
     return this.executor.transaction(async (run) => {
       await this.lockKeys(run, sorted);
       const { affected } = await run(outcome);
@@ -175,12 +177,35 @@ export class OrderedKeys {
   }
 
   /** Moves the fronts of `keys` that are among `finished` and no longer pending or waiting, in a transaction of its own. */
-  moveOn(keys: string[], finished: string[]): Promise<Promotion> {
+  async moveOn(keys: string[], finished: string[]): Promise<Promotion> {
     const sorted = sortKeys(keys);
+    const inOneTrip = await this.inOneTrip(sorted, finished);
+    if (inOneTrip) return inOneTrip.promotion;
     return this.executor.transaction(async (run) => {
       await this.lockKeys(run, sorted);
       return this.moveFronts(run, sorted, finished);
     });
+  }
+
+  /**
+   * `finish` (with `outcome`) or `moveOn` as one round trip, where the database runs a script and the move
+   * promotes in the same statement (PostgreSQL): the keys locked, the outcome, the move. The move needs
+   * nothing from the outcome: where a fenced outcome was refused, its event is still pending and no front
+   * moves. Undefined elsewhere, or with no key.
+   */
+  private async inOneTrip(
+    sorted: string[],
+    finished: string[],
+    outcome?: Statement,
+  ): Promise<{ written?: StatementResult; promotion: Promotion } | undefined> {
+    const { script } = this.executor;
+    const move = script && sorted.length > 0 ? this.statements.moveAndPromote(sorted, finished) : undefined;
+    const lock = this.statements.lockKeys(sorted);
+    if (!move || !lock) return undefined;
+    const results = await script!(outcome ? [lock, outcome, move] : [lock, move]);
+    const { rows } = results[results.length - 1];
+    const promotion = { promoted: rows.length, due: rows.some((row) => Number(row.due) === 1) };
+    return { written: outcome && results[1], promotion };
   }
 
   /**

@@ -7,6 +7,7 @@ import type {
 } from '../dialects/shared/outbox-dialect.interface';
 import type { ConnectionGate } from '../dialects/shared/outbox-dialect.interface';
 import { postgresClientQuery } from '../dialects/postgres/postgres-client-query';
+import { postgresScript } from '../dialects/postgres/postgres-script';
 
 const TRANSIENT_RETRIES = 5;
 
@@ -61,26 +62,49 @@ export function createSqlExecutor(
     }
   };
 
+  const transaction = <T>(work: (run: (statement: Statement) => Promise<StatementResult>) => Promise<T>) =>
+    exclusive(() =>
+      withRetry(async () => {
+        const runner = dataSource.createQueryRunner();
+        try {
+          await runner.startTransaction(dialect.transactionIsolation);
+          try {
+            const result = await work((statement) => queryOn(runner, statement));
+            await runner.commitTransaction();
+            return result;
+          } catch (error) {
+            await runner.rollbackTransaction().catch(() => undefined);
+            throw error;
+          }
+        } finally {
+          await runner.release();
+        }
+      }),
+    );
+
+  const oneByOne = (statements: Statement[]) =>
+    transaction(async (run) => {
+      const results: StatementResult[] = [];
+      for (const statement of statements) results.push(await run(statement));
+      return results;
+    });
+
+  const script = async (statements: Statement[]): Promise<StatementResult[]> => {
+    const sent = await withRetry(async () => {
+      const runner = dataSource.createQueryRunner();
+      try {
+        await runner.connect();
+        return await postgresScript(runner, statements, dialect.transactionIsolation ?? 'READ COMMITTED');
+      } finally {
+        await runner.release();
+      }
+    });
+    return sent ?? oneByOne(statements);
+  };
+
   return {
     run: (statement) => exclusive(() => withRetry(() => execute(statement))),
-    transaction: (work) =>
-      exclusive(() =>
-        withRetry(async () => {
-          const runner = dataSource.createQueryRunner();
-          try {
-            await runner.startTransaction(dialect.transactionIsolation);
-            try {
-              const result = await work((statement) => queryOn(runner, statement));
-              await runner.commitTransaction();
-              return result;
-            } catch (error) {
-              await runner.rollbackTransaction().catch(() => undefined);
-              throw error;
-            }
-          } finally {
-            await runner.release();
-          }
-        }),
-      ),
+    transaction,
+    ...(dialect.name === 'postgres' ? { script } : {}),
   };
 }

@@ -2,7 +2,7 @@ import { QueryFailedError, type QueryRunner } from 'typeorm';
 import type { Statement, StatementResult } from '../shared/outbox-dialect.interface';
 
 /** node-postgres's client, as far as a statement needs it. */
-interface PgClient {
+export interface PgClient {
   query(sql: string, params?: unknown[]): Promise<{ rows?: Record<string, unknown>[]; rowCount?: number | null }>;
 }
 
@@ -27,11 +27,17 @@ function listensToQueries(runner: QueryRunner): boolean {
  * subscriber of queries.
  */
 export function postgresClientQuery(runner: QueryRunner, statement: Statement): Promise<StatementResult> | undefined {
+  const client = connectedPgClient(runner);
+  return client && send(runner, client, statement);
+}
+
+/** The client of a connected PostgreSQL query runner, where the outbox may send through it (see `postgresClientQuery`). */
+export function connectedPgClient(runner: QueryRunner): PgClient | undefined {
   const client = (runner as unknown as ConnectedRunner).databaseConnection;
   if (runner.connection.options.type !== 'postgres' || !client || runner.isReleased || listensToQueries(runner)) {
     return undefined;
   }
-  return send(runner, client, statement);
+  return client;
 }
 
 async function send(runner: QueryRunner, client: PgClient, { sql, params }: Statement): Promise<StatementResult> {

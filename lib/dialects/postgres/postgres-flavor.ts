@@ -47,5 +47,6 @@ export const postgresFlavor: SqlFlavor = {
       ' ON CONFLICT ("key") DO UPDATE SET "last_seq" = k."last_seq" + EXCLUDED."last_seq", ' +
       '"front_id" = COALESCE(k."front_id", EXCLUDED."front_id")',
     returning: (write, columns) => `${write} RETURNING ${columns}`,
+    writesInWith: true,
   },
 };

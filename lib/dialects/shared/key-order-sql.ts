@@ -33,6 +33,8 @@ export interface KeyOrderSql {
   readonly reserveOne?: OneKeyReservation;
   /** Where a write cannot return rows: whether the promotion of new fronts made one of them due, as its insert id. */
   readonly promotedDue?: PromotedDue;
+  /** Whether a write's returned rows may feed another write of the same statement, through WITH (PostgreSQL). */
+  readonly writesInWith?: boolean;
   /** The events (as `alias`) read by key through the key-order index, where a planner may scan them all (MySQL). */
   readonly byKey?: (table: OutboxTable, alias: string) => string;
 }

@@ -30,6 +30,12 @@ export interface SqlExecutor {
   run(statement: Statement): Promise<StatementResult>;
   /** Runs `work` in one READ COMMITTED transaction on one connection; rolls back if it throws. */
   transaction<T>(work: (run: (statement: Statement) => Promise<StatementResult>) => Promise<T>): Promise<T>;
+  /**
+   * Runs `statements`, none needing another's result, in one READ COMMITTED transaction sent as one
+   * round trip (PostgreSQL's simple protocol takes a script); their results, in order. Absent where the
+   * database takes no script; one by one in a transaction where the shortcut does not apply.
+   */
+  readonly script?: (statements: Statement[]) => Promise<StatementResult[]>;
 }
 
 /** Which connection of a wake-up channel: the one that listens, or the one that notifies. */
