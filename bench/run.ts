@@ -7,7 +7,9 @@
  * OUTBOX_BENCH_DRAIN=4x50,1x500 limits the drain to those workers×batch cases, OUTBOX_BENCH_IMPLS=lib,raw its
  * implementations (relay, lease-relay — PostgreSQL only —, raw, lib), OUTBOX_BENCH_DRAIN_ROUNDS its rounds (for a
  * before/after of one case), OUTBOX_BENCH_DRAIN_EVENTS its events per drain (default 50,000).
- * OUTBOX_BENCH_ORDERED_CASES=1w_b500_1key_run,… limits per-key order's drains to those cases (bench/ordered.ts).
+ * OUTBOX_BENCH_ORDERED_CASES=1w_b500_1key_run,… limits per-key order's drains to those cases (bench/ordered.ts);
+ * strict_step is PostgreSQL's hot key acknowledged by event against raw SQL doing its step (bench/strict-step.ts;
+ * OUTBOX_BENCH_STRICT_STEP_EVENTS its events, default 10,000).
  * OUTBOX_BENCH_OBSERVABILITY_VARIANTS=off,metrics limits the observability drains to those variants, and skips its
  * enqueue (bench/observability.ts).
  * OUTBOX_BENCH_REPORT_ONLY=1 measures nothing: it renders latest.md again from latest.json.
@@ -31,7 +33,20 @@ import { DBS, libraryApp, percentile, SLOW_HANDLER_MS, wakeUpOption, type Db } f
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
 import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
-import { createLeaseRelayTable, dropLeaseRelayTable, fillLeaseRelay, leaseRelayDelivered } from './lease-relay';
+import {
+  createLeaseRelayTable,
+  dropLeaseRelayTable,
+  fillLeaseRelay,
+  leaseRelayClient,
+  leaseRelayDelivered,
+} from './lease-relay';
+import {
+  createStrictStepTables,
+  dropStrictStepTables,
+  fillStrictStep,
+  strictStepDelivered,
+  strictStepDrain,
+} from './strict-step';
 import { operationsBench, operationsRows, type OperationsResult, type OperationsSizes } from './operations';
 import { BOUNDS, boundsRun, type BoundsResult, type BoundsVariant } from './bounds';
 import { transactionalBench, transactionalReport, type TransactionalResult } from './transactional';
@@ -68,6 +83,8 @@ const SECTIONS = new Set(process.env.OUTBOX_BENCH_SECTIONS?.split(',') ?? LATEST
 const SIZES = {
   enqueueSeconds: QUICK ? 1 : 3,
   drainEvents: Number(process.env.OUTBOX_BENCH_DRAIN_EVENTS ?? (QUICK ? 5_000 : 50_000)),
+  /** A hot key acknowledged by event, library and raw: about a thousand events a second. */
+  strictStepEvents: Number(process.env.OUTBOX_BENCH_STRICT_STEP_EVENTS ?? (QUICK ? 2_000 : 10_000)),
   /** The transactional handlers' drains, in this process: a row inserted per event, so fewer than the no-op drain. */
   transactionalEvents: QUICK ? 2_000 : 10_000,
   /** The inbox's consumer: messages processed per variant and round, 10 in flight, a row inserted per message. */
@@ -347,14 +364,20 @@ async function drain(
  * measures, ends a worker at its first empty claim: ordered, that is as soon as the other workers hold
  * every key's front, and the drain ran on fewer workers than it was given.
  */
-async function runningDrain(db: Db, workers: number, batch: number, keys?: number, byRun = false) {
+async function runningDrain(
+  db: Db,
+  workers: number,
+  batch: number,
+  keys?: number,
+  byRun = false,
+  total = SIZES.drainEvents,
+) {
   const r = await raw(db, 2);
   await createTables(db, r, TABLE);
   const env: Record<string, string> = keys ? { OUTBOX_BENCH_ORDERED: byRun ? 'run' : '1' } : {};
   const children = Array.from({ length: workers }, () => child(['lib-run', db, TABLE, String(batch)], NODE_ARGS, env));
   await Promise.all(children.map((c) => c.ready));
   const counts = children.map(() => ({ count: 0, last: 0 }));
-  const total = SIZES.drainEvents;
   let finished!: () => void;
   const allDelivered = new Promise<void>((resolve) => (finished = resolve));
   children.forEach((c, i) =>
@@ -409,6 +432,7 @@ async function ordered(db: Db): Promise<OrderedResult> {
       `   ${name}: ordered ${samples.ordered.map(Math.round).join(', ')}/s, unordered ${samples.unordered.map(Math.round).join(', ')}/s`,
     );
   }
+  if (db === 'postgres' && (!cases || cases.includes('strict_step'))) result.strictStep = await strictStep();
   if (!SECTIONS.has('enqueue')) return result;
   const r = await raw(db, 4);
   await createTables(db, r, TABLE);
@@ -444,6 +468,49 @@ async function ordered(db: Db): Promise<OrderedResult> {
     orderedRatio: libOrdered / libBusiness,
   };
   return result;
+}
+
+/**
+ * (f2) A hot key acknowledged by event, on PostgreSQL: the library's one worker × 500 on one key against raw SQL
+ * doing the same durable per-event step in a loop (bench/strict-step.ts), sent as one script and as one
+ * round trip per statement; rounds interleaved, `SIZES.strictStepEvents` events each.
+ */
+async function strictStep(): Promise<NonNullable<OrderedResult['strictStep']>> {
+  const events = SIZES.strictStepEvents;
+  const r = await raw('postgres', 2);
+  await createStrictStepTables(r, TABLE);
+  const client = await leaseRelayClient();
+  const samples = { library: [] as number[], script: [] as number[], statements: [] as number[] };
+  try {
+    for (let round = 0; round < DRAIN_ROUNDS; round++) {
+      for (const send of ['script', 'statements'] as const) {
+        await fillStrictStep(r, TABLE, events);
+        const { ms, value } = await timed(() => strictStepDrain(client, TABLE, 500, send, () => Promise.resolve()));
+        const { delivered, frontCleared } = await strictStepDelivered(r, TABLE);
+        if (value !== events || delivered !== events || !frontCleared) {
+          throw new Error(
+            `strict step (${send}): ${value} handled, ${delivered} delivered, front cleared ${frontCleared}`,
+          );
+        }
+        samples[send].push(events / (ms / 1000));
+      }
+      samples.library.push((await runningDrain('postgres', 1, 500, 1, false, events)).eventsPerSecond);
+    }
+  } finally {
+    await client.end();
+    await dropStrictStepTables(r, TABLE);
+    await r.close();
+  }
+  log(
+    `   strict_step: library ${samples.library.map(Math.round).join(', ')}/s, raw script ${samples.script.map(Math.round).join(', ')}/s, ` +
+      `raw statements ${samples.statements.map(Math.round).join(', ')}/s`,
+  );
+  return {
+    events,
+    library: median(samples.library),
+    rawScript: median(samples.script),
+    rawStatements: median(samples.statements),
+  };
 }
 
 /**
