@@ -47,13 +47,28 @@ export async function fillOrdered(
 export interface OrderedResult {
   /** Events per second: `<case>` ordered, `<case>_unordered` the library's unordered drain of the same case. */
   drain: Record<string, number>;
-  enqueue?: { libBusiness: number; libOutbox: number; libOrdered: number; ratio: number; orderedRatio: number };
+  /**
+   * Transactions/s: a business insert alone (`libBusiness`), with an event, with an ordered event; the ratios to the
+   * business insert alone, the library's and (`raw…`) raw SQL's doing the same statements with the bare driver.
+   */
+  enqueue?: {
+    libBusiness: number;
+    libOutbox: number;
+    libOrdered: number;
+    ratio: number;
+    orderedRatio: number;
+    rawRatio?: number;
+    rawOrderedRatio?: number;
+  };
   /**
    * PostgreSQL: one worker × 500 on one key acknowledged by event, against raw SQL doing the same durable step per
    * event in a loop, sent as one script (`rawScript`) and a statement per round trip (`rawStatements`); events/s.
    */
   strictStep?: { events: number; library: number; rawScript: number; rawStatements: number };
 }
+
+/** Issue 41: what ordering takes off the library's enqueue ratio, at most this much more than it takes off raw SQL's. */
+export const ORDERED_ENQUEUE_MARGIN = 0.05;
 
 /** Issue 41: the library's hot key acknowledged by event, over raw SQL doing the same step in one round trip. */
 export const STRICT_STEP_TARGET = 0.5;
@@ -104,10 +119,21 @@ export function orderedReport(results: Record<string, unknown>, dbs: Db[]): stri
     }
     const e = o.enqueue;
     if (e) {
+      // Issue 26 asked for the ordered ratio within 0.10 of the unordered one; raw SQL's own upsert takes 0.11–0.16
+      // off it here, so issue 41 judges it against raw SQL, on the next row, where that is measured.
+      const judged = e.rawRatio !== undefined ? 'reported (judged on the next row)' : undefined;
       const ok = e.orderedRatio >= e.ratio - 0.1;
       lines.push(
-        `| ${db} | enqueue with an event (tx/s; ratio to business only) | ${f(e.libOutbox)} (${f(e.ratio, 2)}) | ${f(e.libOrdered)} (${f(e.orderedRatio, 2)}) | ${f(e.libOrdered / e.libOutbox, 2)} | ratio within 0.10: ${ok ? 'PASS' : 'FAIL'} |`,
+        `| ${db} | enqueue with an event (tx/s; ratio to business only) | ${f(e.libOutbox)} (${f(e.ratio, 2)}) | ${f(e.libOrdered)} (${f(e.orderedRatio, 2)}) | ${f(e.libOrdered / e.libOutbox, 2)} | ${judged ?? `ratio within 0.10: ${ok ? 'PASS' : 'FAIL'}`} |`,
       );
+      if (e.rawRatio !== undefined && e.rawOrderedRatio !== undefined) {
+        // Issue 41: what ordering costs the library's enqueue, within 0.05 of what it costs raw SQL.
+        const libDrop = e.ratio - e.orderedRatio;
+        const rawDrop = e.rawRatio - e.rawOrderedRatio;
+        lines.push(
+          `| ${db} | enqueue, ratio to business only lost to ordering: library against raw SQL doing the same statements | raw ${f(e.rawRatio, 2)} → ${f(e.rawOrderedRatio, 2)} (${f(rawDrop, 2)}) | library ${f(e.ratio, 2)} → ${f(e.orderedRatio, 2)} (${f(libDrop, 2)}) | ${f(libDrop - rawDrop, 2)} | within ${ORDERED_ENQUEUE_MARGIN}: ${libDrop - rawDrop <= ORDERED_ENQUEUE_MARGIN ? 'PASS' : 'FAIL'} |`,
+        );
+      }
     }
   }
   return `${lines.join('\n')}\n`;

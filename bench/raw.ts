@@ -6,7 +6,11 @@ import { MARIADB_URL, PG_URL, SQLITE_FILE, type Db } from './env';
 
 /** Hand-written SQL with the bare drivers: the baseline every figure is compared with. */
 export interface Raw {
-  query(sql: string, params?: unknown[]): Promise<{ rows: Record<string, unknown>[]; affected: number }>;
+  /** `insertId`: MariaDB's, of a write that set one (`LAST_INSERT_ID(expr)`). */
+  query(
+    sql: string,
+    params?: unknown[],
+  ): Promise<{ rows: Record<string, unknown>[]; affected: number; insertId?: number }>;
   transaction<T>(work: (query: Raw['query']) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
@@ -49,7 +53,11 @@ export async function raw(db: Db, pool = 4): Promise<Raw> {
         const [r] = (await q.query(sql, params)) as [unknown];
         return Array.isArray(r)
           ? { rows: r as Record<string, unknown>[], affected: 0 }
-          : { rows: [], affected: (r as { affectedRows: number }).affectedRows };
+          : {
+              rows: [],
+              affected: (r as { affectedRows: number }).affectedRows,
+              insertId: (r as { insertId: number }).insertId,
+            };
       };
     return {
       query: run(p),
@@ -212,6 +220,49 @@ export async function rawEnqueue(db: Db, r: Raw, table: string, outbox: boolean)
         );
       }
     }
+  });
+}
+
+/**
+ * The raw baseline's ordered enqueue: the business insert, the key's row upserted (its next number, and whether the
+ * key had no front, read from the same statement: RETURNING, or MariaDB's insert id), and the event inserted with its
+ * number, pending as its key's front or waiting behind it — the statements the library runs for one ordered event.
+ */
+export async function rawOrderedEnqueue(db: Db, r: Raw, table: string, key: string): Promise<void> {
+  const id = randomUUID();
+  const eventId = randomUUID();
+  const payload = JSON.stringify({ orderId: id, amount: 42 });
+  await r.transaction(async (query) => {
+    if (db === 'mariadb') {
+      await query(`INSERT INTO \`${table}_orders\` (\`id\`, \`amount\`) VALUES (?, ?)`, [id, 42]);
+      const { insertId = 0 } = await query(
+        `INSERT INTO \`${table}_keys\` (\`key\`, \`last_seq\`, \`front_id\`) VALUES (?, 1, ?) ON DUPLICATE KEY UPDATE ` +
+          '`last_seq` = LAST_INSERT_ID((`last_seq` + VALUES(`last_seq`)) * 2 + (`front_id` IS NULL)) DIV 2, ' +
+          '`front_id` = COALESCE(`front_id`, VALUES(`front_id`))',
+        [key, eventId],
+      );
+      const [seq, front] = insertId === 0 ? [1, true] : [Math.floor(insertId / 2), insertId % 2 === 1];
+      await query(
+        `INSERT INTO \`${table}\` (\`id\`, \`topic\`, \`key\`, \`payload\`, \`headers\`, \`available_at\`, \`completed_handlers\`, \`created_at\`, \`status\`, \`seq\`)
+         VALUES (?, ?, ?, ?, '{}', UTC_TIMESTAMP(6), '[]', UTC_TIMESTAMP(6), ?, ?)`,
+        [eventId, 'bench.event', key, payload, front ? 'pending' : 'waiting', seq],
+      );
+      return;
+    }
+    const pg = db === 'postgres';
+    const p = (n: number) => (pg ? `$${n}` : '?');
+    await query(`INSERT INTO "${table}_orders" ("id", "amount") VALUES (${p(1)}, ${p(2)})`, [id, 42]);
+    const upsert =
+      `INSERT INTO "${table}_keys" ${pg ? 'AS k ' : ''}("key", "last_seq", "front_id") VALUES (${p(1)}, 1, ${p(2)}) ` +
+      `ON CONFLICT ("key") DO UPDATE SET "last_seq" = ${pg ? 'k.' : ''}"last_seq" + excluded."last_seq", ` +
+      `"front_id" = COALESCE(${pg ? 'k.' : ''}"front_id", excluded."front_id") RETURNING "last_seq", "front_id"`;
+    const { rows } = await query(pg ? upsert : `WITH unused AS (SELECT 1) ${upsert}`, [key, eventId]);
+    const front = String(rows[0].front_id) === eventId;
+    await query(
+      `INSERT INTO "${table}" ("id", "topic", "key", "payload", ${pg ? '"headers", ' : ''}"available_at", "status", "seq") ` +
+        `VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${pg ? "$4::jsonb, '{}'::jsonb, now()" : "?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"}, ${p(5)}, ${p(6)})`,
+      [eventId, 'bench.event', key, payload, front ? 'pending' : 'waiting', rows[0].last_seq],
+    );
   });
 }
 

@@ -31,7 +31,7 @@ import { OUTBOX_STORE } from '../lib/outbox.constants';
 import type { OutboxStore } from '../lib/store/outbox.store';
 import { DBS, libraryApp, percentile, SLOW_HANDLER_MS, wakeUpOption, type Db } from './env';
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
-import { createTables, dropTables, fill, raw, rawEnqueue, type Raw } from './raw';
+import { createTables, dropTables, fill, raw, rawEnqueue, rawOrderedEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import {
   createLeaseRelayTable,
@@ -450,9 +450,18 @@ async function ordered(db: Db): Promise<OrderedResult> {
       if (event === 'ordered')
         await outbox.publish('bench.event', { orderId: id }, { key: `k${Math.floor(Math.random() * 100)}` });
     });
+  // Raw SQL doing the same statements with the bare driver: none, the event's insert, and the key's upsert with it.
+  const rawOnce = (event: 'none' | 'unordered' | 'ordered') => () =>
+    event === 'ordered'
+      ? rawOrderedEnqueue(db, r, TABLE, `k${Math.floor(Math.random() * 100)}`)
+      : rawEnqueue(db, r, TABLE, event === 'unordered');
   const samples = { none: [] as number[], unordered: [] as number[], ordered: [] as number[] };
+  const rawSamples = { none: [] as number[], unordered: [] as number[], ordered: [] as number[] };
   for (let round = 0; round < ENQUEUE_ROUNDS; round++) {
-    for (const event of ['none', 'unordered', 'ordered'] as const) samples[event].push(await enqueueLoop(once(event)));
+    for (const event of ['none', 'unordered', 'ordered'] as const) {
+      samples[event].push(await enqueueLoop(once(event)));
+      rawSamples[event].push(await enqueueLoop(rawOnce(event)));
+    }
   }
   await app.close();
   await dropTables(db, r, TABLE);
@@ -460,12 +469,15 @@ async function ordered(db: Db): Promise<OrderedResult> {
   const libBusiness = median(samples.none);
   const libOutbox = median(samples.unordered);
   const libOrdered = median(samples.ordered);
+  const rawBusiness = median(rawSamples.none);
   result.enqueue = {
     libBusiness,
     libOutbox,
     libOrdered,
     ratio: libOutbox / libBusiness,
     orderedRatio: libOrdered / libBusiness,
+    rawRatio: median(rawSamples.unordered) / rawBusiness,
+    rawOrderedRatio: median(rawSamples.ordered) / rawBusiness,
   };
   return result;
 }
