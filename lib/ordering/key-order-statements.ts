@@ -88,7 +88,9 @@ export class KeyOrderStatements {
     const b = new StatementBuilder(this.f.placeholder);
     const c = (name: string) => this.c(name);
     const moved = this.returning(this.move(b.bind, keys, finished), c('front_id'));
-    return b.statement(`WITH moved AS (${moved}) ${this.promotion(`${c('id')} IN (SELECT ${c('front_id')} FROM moved)`)}`);
+    return b.statement(
+      `WITH moved AS (${moved}) ${this.promotion(`${c('id')} IN (SELECT ${c('front_id')} FROM moved)`)}`,
+    );
   }
 
   private move(bind: Bind, keys: string[], finished: string[]): string {
