@@ -89,6 +89,7 @@ export function createSqlExecutor(
       return results;
     });
 
+  // One message where the runner's client may be used directly (see `postgresScript`); else one by one, in a transaction.
   const script = async (statements: Statement[]): Promise<StatementResult[]> => {
     const sent = await withRetry(async () => {
       const runner = dataSource.createQueryRunner();

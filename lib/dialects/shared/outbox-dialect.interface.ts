@@ -30,11 +30,7 @@ export interface SqlExecutor {
   run(statement: Statement): Promise<StatementResult>;
   /** Runs `work` in one READ COMMITTED transaction on one connection; rolls back if it throws. */
   transaction<T>(work: (run: (statement: Statement) => Promise<StatementResult>) => Promise<T>): Promise<T>;
-  /**
-   * Runs `statements`, none needing another's result, in one READ COMMITTED transaction sent as one
-   * round trip (PostgreSQL's simple protocol takes a script); their results, in order. Absent where the
-   * database takes no script; one by one in a transaction where the shortcut does not apply.
-   */
+  /** `statements` (none needing another's result) as one READ COMMITTED transaction in one round trip (PostgreSQL). */
   readonly script?: (statements: Statement[]) => Promise<StatementResult[]>;
 }
 
