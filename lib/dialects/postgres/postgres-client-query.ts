@@ -41,17 +41,34 @@ export function connectedPgClient(runner: QueryRunner): PgClient | undefined {
 }
 
 async function send(runner: QueryRunner, client: PgClient, { sql, params }: Statement): Promise<StatementResult> {
+  const result = await logged(runner, sql, params, () => client.query(sql, params));
+  return { rows: result.rows ?? [], affected: result.rowCount ?? 0 };
+}
+
+/**
+ * Runs `call`, which sends `sql` with `params`, framed as TypeORM's `runner.query` frames a query: logged
+ * before, logged as slow past `maxQueryExecutionTime`, and on failure logged and thrown as its
+ * `QueryFailedError` once `onError` (a clean-up that must not throw) has run.
+ */
+export async function logged<T>(
+  runner: QueryRunner,
+  sql: string,
+  params: unknown[],
+  call: () => Promise<T>,
+  onError?: () => Promise<unknown>,
+): Promise<T> {
   const { logger } = runner.connection;
   const slowMs = runner.connection.options.maxQueryExecutionTime;
   logger.logQuery(sql, params, runner);
   const started = slowMs ? Date.now() : 0;
-  let result: Awaited<ReturnType<PgClient['query']>>;
+  let result: T;
   try {
-    result = await client.query(sql, params);
+    result = await call();
   } catch (error) {
     logger.logQueryError(error as Error, sql, params, runner);
+    await onError?.();
     throw new QueryFailedError(sql, params, error as Error);
   }
   if (slowMs && Date.now() - started > slowMs) logger.logQuerySlow(Date.now() - started, sql, params, runner);
-  return { rows: result.rows ?? [], affected: result.rowCount ?? 0 };
+  return result;
 }

@@ -1,6 +1,6 @@
-import { QueryFailedError, type QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
 import type { Statement, StatementResult } from '../shared/outbox-dialect.interface';
-import { connectedPgClient, type PgClient } from './postgres-client-query';
+import { connectedPgClient, logged, type PgClient } from './postgres-client-query';
 
 /** One statement's result as node-postgres hands back each of a script's. */
 interface PgResult {
@@ -28,20 +28,9 @@ export function postgresScript(
 }
 
 async function send(runner: QueryRunner, client: PgClient, sql: string, count: number): Promise<StatementResult[]> {
-  const { logger } = runner.connection;
-  const slowMs = runner.connection.options.maxQueryExecutionTime;
-  logger.logQuery(sql, [], runner);
-  const started = slowMs ? Date.now() : 0;
-  let results: PgResult[];
-  try {
-    results = (await client.query(sql)) as unknown as PgResult[];
-  } catch (error) {
-    logger.logQueryError(error as Error, sql, [], runner);
-    // The connection may be gone with the error: then there is no transaction left to roll back.
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw new QueryFailedError(sql, [], error as Error);
-  }
-  if (slowMs && Date.now() - started > slowMs) logger.logQuerySlow(Date.now() - started, sql, [], runner);
+  // The connection may be gone with the error: then there is no transaction left to roll back.
+  const rollback = () => client.query('ROLLBACK').catch(() => undefined);
+  const results = await logged(runner, sql, [], () => client.query(sql) as unknown as Promise<PgResult[]>, rollback);
   // BEGIN's result first, COMMIT's last.
   return results.slice(1, 1 + count).map((result) => ({ rows: result.rows ?? [], affected: result.rowCount ?? 0 }));
 }
