@@ -1,33 +1,12 @@
 import { performance } from 'node:perf_hooks';
 import { type ClaimedEvent, previousAttemptExpired } from '../interfaces/claimed-event.interface';
-import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult } from '../store/claim-result';
-import type { OutboxStore } from '../store/outbox.store';
-import { leaseMarginMs } from '../utils/lease-margin';
 import { AckBuffer } from './ack-buffer';
-import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
+import type { ClaimScope } from './delivery-ledger';
 import type { OutboxDrainResult } from './drain-result';
-import type { HandlerInvoker, HandlerOutcome } from './handler-invoker';
-import type { Lanes } from './lanes';
-import { LazyAbort } from './lazy-abort';
-import { DeliveredMessage } from './delivered-message';
 import { LeaseRenewal } from './lease-renewal';
-import type { OutcomeRecorder } from './outcome-recorder';
-import type { DeliveryTarget, DeliveryTargets } from './delivery-targets';
-import { takeSlots } from './target-slots';
-import type { OutboxAttemptOutcome } from '../interfaces/outbox-tracing.interface';
-
-/** What every claimed batch of one worker works with. */
-export interface BatchContext {
-  readonly options: ResolvedOutboxOptions;
-  readonly store: OutboxStore;
-  readonly targets: DeliveryTargets;
-  readonly ledger: DeliveryLedger;
-  readonly recorder: OutcomeRecorder;
-  readonly invoker: HandlerInvoker;
-  /** Shared by every claim of the worker running at once. */
-  readonly lanes: Lanes;
-}
+import { AttemptRunner } from './attempt-runner';
+import type { BatchContext } from './batch-context';
 
 /**
  * One claim, from the rows the store leased to the outcome of each one: crash suspects isolated,
@@ -39,6 +18,8 @@ export interface BatchContext {
 export class ClaimedBatch {
   /** The lease's clock: every start is checked against what is left of it. */
   private readonly claimedAt = performance.now();
+  /** Each event's attempt. */
+  private readonly attempts: AttemptRunner;
   /** The claim's token and the drain result it counts into; its waiting events are filed under it too. */
   private readonly scope: ClaimScope;
   /** With `worker.renewLease`, while the batch runs. */
@@ -50,17 +31,12 @@ export class ClaimedBatch {
     private readonly ctx: BatchContext,
   ) {
     this.scope = { token: claim.token, total };
+    this.attempts = new AttemptRunner(ctx, this.scope, this.claimedAt, () => this.renewal);
   }
 
   /** The claim's token: until the batch ends, the worker's next claims leave the rows it holds alone. */
   get token(): string {
     return this.scope.token;
-  }
-
-  /** How long the lease is sure to last from now, in ms, by this process's clock. */
-  private leaseLeftMs(): number {
-    const { renewal } = this;
-    return renewal ? renewal.leaseLeftMs() : this.ctx.options.worker.leaseMs - (performance.now() - this.claimedAt);
   }
 
   /** Runs the claim; returns how many events it gave back unstarted for a later claim. */
@@ -118,20 +94,12 @@ export class ClaimedBatch {
    */
   private async inLanes(events: ClaimedEvent[], alone = false): Promise<void> {
     if (events.length === 0) return;
-    const { ledger, recorder, lanes } = this.ctx;
+    const { ledger, recorder } = this.ctx;
     const acks = new AckBuffer(recorder, this.scope);
     const untrack = ledger.trackAcks(acks);
-    const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
     let outcomes: Array<{ error: unknown } | undefined> = [];
     try {
-      for (const event of events) {
-        const taking = lanes.take(alone);
-        if (taking) await taking;
-        // A suspect may end the process: every success of the instance is written before it starts.
-        if (alone) await ledger.flushAcks();
-        deliveries.push(this.onLane(event, acks, alone));
-      }
-      outcomes = await Promise.all(deliveries);
+      outcomes = await (alone ? this.alone(events[0], acks) : this.asLanesFree(events, acks));
     } finally {
       untrack();
       await acks.close();
@@ -141,40 +109,83 @@ export class ClaimedBatch {
   }
 
   /**
-   * Delivers `event` on the lane it took and gives the lane back. Never rejects: resolves with what it
-   * threw, kept for after the others (an unhandled rejection would end the process).
+   * Starts `events` in order, each on a lane of its own as one is free; resolves with their outcomes once
+   * all have ended. Lanes call back rather than resolve a promise: every event passes here.
    */
-  private async onLane(event: ClaimedEvent, acks: AckBuffer, alone: boolean): Promise<{ error: unknown } | undefined> {
+  private asLanesFree(events: ClaimedEvent[], acks: AckBuffer): Promise<Array<{ error: unknown } | undefined>> {
+    const { lanes } = this.ctx;
+    return new Promise((resolve) => {
+      const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
+      const start = () => {
+        deliveries.push(this.onLane(events[deliveries.length], acks, false));
+        if (deliveries.length < events.length) lanes.whenFree(start);
+        else resolve(Promise.all(deliveries));
+      };
+      lanes.whenFree(start);
+    });
+  }
+
+  /** A crash suspect, on every lane, once every success of the instance is written (it may end the process). */
+  private async alone(event: ClaimedEvent, acks: AckBuffer): Promise<Array<{ error: unknown } | undefined>> {
+    await this.ctx.lanes.take(true);
+    await this.ctx.ledger.flushAcks();
+    return [await this.onLane(event, acks, true)];
+  }
+
+  /**
+   * Delivers `event` (and its run) on the lane it took and gives the lane back. Never rejects: resolves
+   * with what it threw, kept for after the others (an unhandled rejection would end the process). Not an
+   * async function: every event passes here, and an event without a run costs one promise more than its
+   * delivery.
+   */
+  private onLane(event: ClaimedEvent, acks: AckBuffer, alone: boolean): Promise<{ error: unknown } | undefined> {
+    const { lanes } = this.ctx;
+    const run = this.claim.runs.get(event.id);
+    let delivering: Promise<boolean | void>;
     try {
-      let last = event;
-      let delivered = await this.deliver(last);
-      if (delivered) acks.add(last);
-      // Its run (per-key order): the events of its key behind it, one after another. By default each
-      // starts only once the one before it is acknowledged — were this process to die, a success not yet
-      // written would run again after the next event had started — so the key's front has moved onto each
-      // before it starts, or fails. Under `acknowledge: 'run'` the next starts at once: the run's
-      // successes are written together, in order (a crash repeats them from the first unwritten), and
-      // before anything else is recorded of the key. An acknowledgement refused (another claim took the
-      // key) or failed ends the run as a failure does.
-      const run = this.claim.runs.get(event.id) ?? [];
-      const { ordering } = this.ctx.options;
-      for (let i = 0; i < run.length; i++) {
-        const byRun = delivered && ordering.acknowledgesByRun(last.topic);
-        if (delivered && !byRun) delivered = await acks.written(last.id);
-        if (!delivered || this.ctx.ledger.stopping) {
-          await this.endRun(run.slice(i));
-          break;
-        }
-        const ahead = last;
-        last = run[i];
-        delivered = await this.deliver(last, byRun ? () => acks.written(ahead.id) : undefined);
-        if (delivered) acks.add(last);
-      }
-      return undefined;
+      delivering = run ? this.inOrder(event, run, acks) : this.attempts.deliver(event);
     } catch (error) {
-      return { error };
-    } finally {
-      this.ctx.lanes.give(alone);
+      lanes.give(alone);
+      return Promise.resolve({ error });
+    }
+    return delivering.then(
+      (delivered) => {
+        if (delivered) acks.add(event);
+        lanes.give(alone);
+        return undefined;
+      },
+      (error: unknown) => {
+        lanes.give(alone);
+        return { error };
+      },
+    );
+  }
+
+  /**
+   * Delivers `event`, then its run (per-key order): the events of its key behind it, one after another,
+   * each success added to `acks`. By default each starts only once the one before it is acknowledged —
+   * were this process to die, a success not yet written would run again after the next event had
+   * started — so the key's front has moved onto each before it starts, or fails. Under `acknowledge:
+   * 'run'` the next starts at once: the run's successes are written together, in order (a crash repeats
+   * them from the first unwritten), and before anything else is recorded of the key. An acknowledgement
+   * refused (another claim took the key) or failed ends the run as a failure does.
+   */
+  private async inOrder(event: ClaimedEvent, run: ClaimedEvent[], acks: AckBuffer): Promise<void> {
+    let last = event;
+    let delivered = await this.attempts.deliver(last);
+    if (delivered) acks.add(last);
+    const { ordering } = this.ctx.options;
+    for (let i = 0; i < run.length; i++) {
+      const byRun = delivered && ordering.acknowledgesByRun(last.topic);
+      if (delivered && !byRun) delivered = await acks.written(last.id);
+      if (!delivered || this.ctx.ledger.stopping) {
+        await this.endRun(run.slice(i));
+        break;
+      }
+      const ahead = last;
+      last = run[i];
+      delivered = await this.attempts.deliver(last, byRun ? () => acks.written(ahead.id) : undefined);
+      if (delivered) acks.add(last);
     }
   }
 
@@ -182,112 +193,5 @@ export class ClaimedBatch {
   private async endRun(rest: ClaimedEvent[]): Promise<void> {
     const ids = rest.filter((e) => this.ctx.ledger.leaveWaiting(e.id, this.scope)).map((e) => e.id);
     if (ids.length > 0) await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'order');
-  }
-
-  /**
-   * Runs an event's pending targets; true when all succeeded (the lane acknowledges it in a batch).
-   * `ahead`: in a run acknowledged together, writes the successes of its key before it and says whether
-   * they were written — awaited before anything else is recorded of the event, which then is its key's
-   * front (else nothing is recorded: the key's lease is lost, and its front will be claimed again).
-   */
-  private async deliver(event: ClaimedEvent, ahead?: () => Promise<boolean>): Promise<boolean> {
-    const { ledger, options, recorder } = this.ctx;
-    const settled = async () => ahead === undefined || (await ahead());
-    // Given back by a shutdown that timed out while it waited for a lane.
-    if (!ledger.leaveWaiting(event.id, this.scope)) return false;
-    const handlers = this.ctx.targets.forTopic(event.topic);
-    const done = event.completedHandlers;
-    const pending = done.length === 0 ? handlers : handlers.filter((h) => !done.includes(h.name));
-    const { renewal } = this;
-    const margin = leaseMarginMs(options.worker.leaseMs);
-    // Renewed, the lease need only last until the next renewal; else, until the longest timeout ends.
-    const needed = renewal ? renewal.intervalMs + margin : Math.max(0, ...pending.map((h) => h.timeoutMs)) + margin;
-    const leaseLeft = this.leaseLeftMs();
-    if (ledger.stopping || needed > leaseLeft) {
-      // Handed back with its attempt, rather than started where the lease cannot cover it.
-      if (await settled()) await recorder.giveBackUnstarted(event.id, this.scope);
-      return false;
-    }
-
-    const { now, slots, full } = takeSlots(pending);
-    if (now.length === 0 && full.length > 0) {
-      if (await settled()) await recorder.defer(event, this.scope, [], full);
-      return false;
-    }
-    const aborts = now.map(() => new LazyAbort());
-    ledger.started(event.id, this.scope.token, aborts);
-    // Its span (with tracing): the handlers run in it; it ends with the attempt's outcome.
-    const span = options.tracing?.startAttempt(event);
-    let outcome: OutboxAttemptOutcome = 'not-recorded';
-    try {
-      let outcomes: HandlerOutcome[];
-      try {
-        outcomes = span
-          ? await span.run(() => this.invoke(event, now, aborts, slots))
-          : await this.invoke(event, now, aborts, slots);
-      } finally {
-        ledger.ended(event.id, this.scope.token);
-      }
-      // Lost while it ran (see LeaseRenewal): counted and reported there; another worker may hold it now.
-      if (renewal?.isLost(event.id)) {
-        outcome = 'lease-lost';
-        return false;
-      }
-      if (handlers.length > 0 && outcomes.every((o) => !('error' in o))) {
-        if (full.length === 0) {
-          outcome = 'success';
-          return true;
-        }
-        const succeeded = now.map((target) => target.name);
-        if ((await settled()) && (await recorder.defer(event, this.scope, succeeded, full))) outcome = 'deferred';
-        return false;
-      }
-      if (span) for (const o of outcomes) if ('error' in o) span.failed(o.handler.name, o.error);
-      if (await settled()) outcome = await recorder.fail(event, this.scope, handlers.length, outcomes);
-      return false;
-    } finally {
-      span?.end(outcome);
-    }
-  }
-
-  /**
-   * Calls each of `pending` with its message of `event`, once it has its slot (`slots[i]`, when it waits
-   * for one); resolves with their outcomes. Each gives its slot back as its call settles (or times out).
-   */
-  private invoke(
-    event: ClaimedEvent,
-    pending: readonly DeliveryTarget[],
-    aborts: LazyAbort[],
-    slots: ReadonlyArray<Promise<void> | undefined> | undefined,
-  ): Promise<HandlerOutcome[]> {
-    const { invoker } = this.ctx;
-    const call = (target: DeliveryTarget, message: DeliveredMessage): Promise<HandlerOutcome> => {
-      const { bound } = target;
-      // Aborted while it waited for its slot (shutdown, a lost lease): it never starts.
-      const aborted = DeliveredMessage.abortOf(message).abortedWith;
-      if (aborted) {
-        bound.give();
-        return Promise.resolve({ handler: target, error: aborted.reason });
-      }
-      const startedAt = bound.started();
-      return invoker.invoke(target, message).then((outcome) => {
-        bound.give(startedAt);
-        return outcome;
-      });
-    };
-    // One target, the common case, without the arrays of messages and promises.
-    if (pending.length === 1) {
-      const message = new DeliveredMessage(event, aborts[0], false, this.scope.token);
-      const slot = slots?.[0];
-      return (slot ? slot.then(() => call(pending[0], message)) : call(pending[0], message)).then((o) => [o]);
-    }
-    // Every copy is made before any handler runs (and may change what it was given).
-    const messages = pending.map((_, i) => new DeliveredMessage(event, aborts[i], i > 0, this.scope.token));
-    return Promise.all(
-      pending.map((target, i) => {
-        const slot = slots?.[i];
-        return slot ? slot.then(() => call(target, messages[i])) : call(target, messages[i]);
-      }),
-    );
   }
 }

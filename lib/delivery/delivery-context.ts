@@ -23,7 +23,7 @@ export function currentOutboxMessage(): OutboxMessageContext | undefined {
   return event && { eventId: event.id, topic: event.topic, key: event.key, attempt: event.attempts };
 }
 
-/** Runs `call` (one target's run on `event`) with `event` as the current message. */
-export function runForEvent<T>(event: ClaimedEvent, call: () => T): T {
-  return running.run(event, call);
+/** Calls `call` with `arg` (one target's run on `event`, with its message) with `event` as the current message. */
+export function runForEvent<A, T>(event: ClaimedEvent, call: (arg: A) => T, arg: A): T {
+  return running.run(event, call, arg);
 }

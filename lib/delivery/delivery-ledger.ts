@@ -214,10 +214,13 @@ export class DeliveryLedger {
    * began. Every waiter whose condition now holds is resumed.
    */
   changed(): void {
-    if (this.waiters.length === 0) return;
-    const ready = this.waiters.filter((w) => w.holds());
-    if (ready.length === 0) return;
-    this.waiters = this.waiters.filter((w) => !ready.includes(w));
+    const { waiters } = this;
+    if (waiters.length === 0) return;
+    // Called on every start and every lane given back: nothing is allocated until a waiter is ready.
+    let ready: typeof waiters | undefined;
+    for (const waiter of waiters) if (waiter.holds()) (ready ??= []).push(waiter);
+    if (!ready) return;
+    this.waiters = waiters.filter((w) => !ready.includes(w));
     for (const waiter of ready) waiter.resolve();
   }
 

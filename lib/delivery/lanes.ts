@@ -5,7 +5,7 @@
  */
 export class Lanes {
   private busy = 0;
-  private readonly queue: Array<{ count: number; resolve: () => void }> = [];
+  private readonly queue: Array<{ count: number; start: () => void }> = [];
 
   constructor(
     readonly size: number,
@@ -23,12 +23,24 @@ export class Lanes {
    * before; else the promise resolves once they are this request's.
    */
   take(whole = false): Promise<void> | undefined {
+    if (this.takeNow(whole)) return undefined;
+    return new Promise((resolve) => this.queue.push({ count: whole ? this.size : 1, start: resolve }));
+  }
+
+  /**
+   * `take(false)` without a promise: calls `start` once a lane is this request's — at once when one is
+   * free and nothing asked before, else from the `give` that hands it over.
+   */
+  whenFree(start: () => void): void {
+    if (this.takeNow(false)) start();
+    else this.queue.push({ count: 1, start });
+  }
+
+  private takeNow(whole: boolean): boolean {
     const count = whole ? this.size : 1;
-    if (this.queue.length === 0 && this.busy + count <= this.size) {
-      this.busy += count;
-      return undefined;
-    }
-    return new Promise((resolve) => this.queue.push({ count, resolve }));
+    if (this.queue.length > 0 || this.busy + count > this.size) return false;
+    this.busy += count;
+    return true;
   }
 
   /** Gives back what `take(whole)` gave, and hands it on to the requests waiting, first come first served. */
@@ -37,7 +49,7 @@ export class Lanes {
     while (this.queue.length > 0 && this.busy + this.queue[0].count <= this.size) {
       const next = this.queue.shift()!;
       this.busy += next.count;
-      next.resolve();
+      next.start();
     }
     this.onGiven();
   }

@@ -14,7 +14,8 @@ import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interfa
 import type { OutboxErrorText } from '../interfaces/outbox-error-text.interface';
 import type { ClaimResult } from '../store/claim-result';
 import type { OutboxStore } from '../store/outbox.store';
-import { type BatchContext, ClaimedBatch } from './claimed-batch';
+import type { BatchContext } from './batch-context';
+import { ClaimedBatch } from './claimed-batch';
 import { DeliveryLedger } from './delivery-ledger';
 import { emptyResult, type OutboxDrainResult } from './drain-result';
 import { HandlerInvoker } from './handler-invoker';

@@ -58,6 +58,26 @@ describe('Lanes', () => {
     expect(lanes.free).toBe(0);
   });
 
+  it('calls a request made with whenFree at once when a lane is free, else from the give that hands it one, in turn with those made with take', async () => {
+    const lanes = new Lanes(1, () => undefined);
+    const order: string[] = [];
+    lanes.whenFree(() => order.push('first'));
+    expect(order).toEqual(['first']);
+    expect(lanes.free).toBe(0);
+
+    void lanes.take(true)!.then(() => order.push('whole'));
+    lanes.whenFree(() => order.push('second'));
+    expect(order).toEqual(['first']);
+
+    lanes.give();
+    await settled();
+    expect(order).toEqual(['first', 'whole']);
+    lanes.give(true);
+    // Called by the give itself, before it returns: no promise in between.
+    expect(order).toEqual(['first', 'whole', 'second']);
+    expect(lanes.free).toBe(0);
+  });
+
   it('tells its owner every time a lane is given back', () => {
     const given = jest.fn();
     const lanes = new Lanes(2, given);
