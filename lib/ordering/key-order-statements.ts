@@ -258,43 +258,6 @@ export class KeyOrderStatements {
     );
   }
 
-  /**
-   * Up to `limit` events waiting behind the event numbered `afterSeq` of `key`, in order, locked, each
-   * with whether it may start now (`ready`: due, or its lease, from a run that died, has run out).
-   */
-  followers(key: string, afterSeq: number, limit: number): Statement {
-    const { f } = this;
-    const b = new StatementBuilder(f.placeholder);
-    const c = (name: string) => this.c(name);
-    return b.statement(
-      `SELECT ${c('id')}, ${c('attempts')}, CASE WHEN ${c('available_at')} <= ${f.now} THEN 1 ELSE 0 END AS ${c('ready')} ` +
-        `FROM ${this.byKey('e')} WHERE ${c('key')} = ${b.bind(key)} AND ${c('status')} = 'waiting' ` +
-        `AND ${c('seq')} > ${b.bind(afterSeq)} ORDER BY ${c('seq')} LIMIT ${b.bind(limit)}${f.forUpdate}`,
-    );
-  }
-
-  /**
-   * Leases waiting events to a claim's `token`, their attempt counted, as the claim leases its own: they
-   * stay `waiting`, so a claim of another worker never takes them, and the next claim of their key's front
-   * takes them back if this one dies.
-   */
-  takeFollowers(ids: string[], token: string, leaseMs: number): Statement {
-    const { f } = this;
-    const b = new StatementBuilder(f.placeholder);
-    const c = (name: string) => this.c(name);
-    return b.statement(
-      `UPDATE ${f.byId(this.table)} SET ${c('claim_token')} = ${b.bind(token)}, ${c('available_at')} = ${f.later(b.bind, leaseMs)}, ` +
-        `${c('attempts')} = ${c('attempts')} + 1, ${c('claimed_at')} = ${f.now} ` +
-        `WHERE ${f.idIn(b.bind, ids)} AND ${c('status')} = 'waiting'`,
-    );
-  }
-
-  /** The rows of `ids`, as a claim returns them. */
-  claimedRows(ids: string[]): Statement {
-    const b = new StatementBuilder(this.f.placeholder);
-    return b.statement(`SELECT ${this.f.columns} FROM ${this.f.byId(this.table)} WHERE ${this.f.idIn(b.bind, ids)}`);
-  }
-
   /** `write` made to return `columns` (SQL expressions), where the database can (`keyOrder.returning`). */
   returning(write: string, ...columns: string[]): string {
     const { returning } = this.f.keyOrder;
@@ -302,7 +265,7 @@ export class KeyOrderStatements {
   }
 
   /** The events as `alias`, read by key through the key-order index. */
-  private byKey(alias: string): string {
+  byKey(alias: string): string {
     const { f } = this;
     return f.keyOrder.byKey ? f.keyOrder.byKey(this.table, alias) : `${f.table(this.table)} ${alias}`;
   }

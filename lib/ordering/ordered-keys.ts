@@ -9,6 +9,7 @@ import type {
 import type { OutboxTable } from '../dialects/shared/outbox-table';
 import type { ResolvedKeyOrder } from '../interfaces/outbox-ordering.interface';
 import { KeyOrderStatements, PARAMETERS_PER_KEY } from './key-order-statements';
+import { KeyRuns } from './key-runs';
 
 /** An event to give a place in its key: its id, its key, and the place once given. */
 export interface Placing {
@@ -21,13 +22,6 @@ export interface Placing {
 export interface KeyedEvent {
   id: string;
   key: string;
-}
-
-/** What a claim leases, as runs are leased with it. */
-export interface RunLease {
-  token: string;
-  leaseMs: number;
-  maxAttempts: number;
 }
 
 /** What a move of fronts made claimable: how many events, and whether one of them is due now. */
@@ -62,6 +56,8 @@ export function sortKeys(keys: Iterable<string>): string[] {
  */
 export class OrderedKeys {
   readonly statements: KeyOrderStatements;
+  /** The runs a claim takes behind the fronts it claimed. */
+  readonly runs: KeyRuns;
 
   constructor(
     private readonly dialect: Pick<OutboxDialect, 'flavor' | 'maxParameters'>,
@@ -72,6 +68,7 @@ export class OrderedKeys {
     readonly rules: ResolvedKeyOrder,
   ) {
     this.statements = new KeyOrderStatements(dialect.flavor, table);
+    this.runs = new KeyRuns(dialect.flavor, table, executor, this.statements);
   }
 
   /** Whether any topic is ordered: without, publishing never touches the keys' table. */
@@ -260,49 +257,6 @@ export class OrderedKeys {
       if (rows.length < SWEEP_PAGE) return moved;
       after = String(rows[rows.length - 1].key);
     }
-  }
-
-  /**
-   * A claim's runs: behind each of `fronts` (claimed events of ordered keys), up to an equal share of
-   * `budget` of the events waiting next in its key, consecutive, while each may start now and has an
-   * attempt left; leased with the claim in one transaction. Only while the fronts are fewer than the
-   * worker's `lanes`: with as many or more, every lane has a front, and each step of a run would be an
-   * acknowledgement of its own where fronts are acknowledged together. Returns them by front, in order,
-   * as raw rows to decode.
-   */
-  async takeRuns(
-    lease: RunLease,
-    fronts: Array<{ id: string; key: string; seq: number }>,
-    budget: number,
-    lanes = Infinity,
-  ): Promise<Map<string, Record<string, unknown>[]>> {
-    const byFront = new Map<string, Record<string, unknown>[]>();
-    if (fronts.length === 0 || fronts.length >= lanes) return byFront;
-    const share = Math.floor(budget / fronts.length);
-    if (share < 1) return byFront;
-    const rows = await this.executor.transaction(async (run) => {
-      const ids = new Map<string, string[]>();
-      for (const front of fronts) {
-        const { rows: next } = await run(this.statements.followers(front.key, front.seq, share));
-        const taken: string[] = [];
-        for (const row of next) {
-          if (Number(row.ready) !== 1 || Number(row.attempts) >= lease.maxAttempts) break;
-          taken.push(String(row.id));
-        }
-        if (taken.length > 0) ids.set(front.id, taken);
-      }
-      const all = [...ids.values()].flat();
-      if (all.length === 0) return { ids, found: [] };
-      await run(this.statements.takeFollowers(all, lease.token, lease.leaseMs));
-      return { ids, found: (await run(this.statements.claimedRows(all))).rows };
-    });
-    const found = new Map(rows.found.map((row) => [String(row.id), row]));
-    for (const [front, ids] of rows.ids)
-      byFront.set(
-        front,
-        ids.map((id) => found.get(id)!),
-      );
-    return byFront;
   }
 
   /** Deletes up to `batchSize` rows of keys with nothing unfinished (see `purgeIdleKeys`); returns how many. */

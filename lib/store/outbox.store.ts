@@ -145,7 +145,7 @@ export class OutboxStore implements OnModuleInit {
     // The claim has committed: one row that cannot be read must not take its batch-mates down with it.
     const claim = decodedClaim(token, rows, this.errorText);
     const fronts = claim.events.filter((e) => e.seq !== null).map((e) => ({ id: e.id, key: e.key!, seq: e.seq! }));
-    const runs = await this.keys.takeRuns({ ...args, token }, fronts, args.batchSize - rows.length, lanes);
+    const runs = await this.keys.runs.take({ ...args, token }, fronts, args.batchSize - rows.length, lanes);
     for (const [front, followers] of runs) claim.runs.set(front, decodeRun(followers));
     claim.durationMs = performance.now() - started;
     return claim;
