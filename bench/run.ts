@@ -31,6 +31,7 @@ import { OUTBOX_STORE } from '../lib/outbox.constants';
 import type { OutboxStore } from '../lib/store/outbox.store';
 import { DBS, libraryApp, percentile, SLOW_HANDLER_MS, wakeUpOption, type Db } from './env';
 import { idleTransaction, idleTxReport, type IdleTxResult, type MvccDb } from './idle-tx';
+import { serverCpuUs } from './server-cpu';
 import { createTables, dropTables, fill, raw, rawEnqueue, rawOrderedEnqueue, type Raw } from './raw';
 import { createRelayTable, dropRelayTable, fillRelay, relayDelivered, relayEnqueue } from './relay';
 import {
@@ -342,10 +343,12 @@ async function drain(
   );
   await Promise.all(children.map((c) => c.ready));
   const stopBeside = await beside?.();
+  const serverBefore = serverCpuUs(db);
   const { ms, value } = await timed(async () => {
     for (const c of children) c.go();
     return Promise.all(children.map((c) => c.result));
   }).finally(() => stopBeside?.());
+  const serverAfter = serverCpuUs(db);
   const delivered = value.reduce((sum, v) => sum + v.delivered, 0);
   const n = await table.delivered();
   await table.drop();
@@ -354,7 +357,14 @@ async function drain(
   if (!exactlyOnce) throw new Error(`${db} ${impl} drain: ${delivered} handled, ${n} delivered once, of ${events}`);
   // The workers' own CPU per event, where they report it: steadier than a rate on a shared machine.
   const cpuUs = value.reduce((sum, v) => sum + ((v as { cpuUs?: number }).cpuUs ?? Number.NaN), 0);
-  return { eventsPerSecond: events / (ms / 1000), exactlyOnce, cpuUsPerEvent: cpuUs / events };
+  // The server's CPU per event, where it runs on this machine: part of what a drain costs it.
+  const serverUs = serverBefore === undefined || serverAfter === undefined ? Number.NaN : serverAfter - serverBefore;
+  return {
+    eventsPerSecond: events / (ms / 1000),
+    exactlyOnce,
+    cpuUsPerEvent: cpuUs / events,
+    serverUsPerEvent: serverUs / events,
+  };
 }
 
 /**
@@ -854,18 +864,23 @@ async function main() {
         const impls = drainImplsOf(db);
         const samples = Object.fromEntries(impls.map((impl) => [impl, [] as number[]]));
         const cpu = Object.fromEntries(impls.map((impl) => [impl, [] as number[]]));
+        const server = Object.fromEntries(impls.map((impl) => [impl, [] as number[]]));
         for (let round = 0; round < DRAIN_ROUNDS; round++) {
           for (const impl of impls) {
             const run = await drain(db, impl, workers, batch);
             samples[impl].push(run.eventsPerSecond);
             cpu[impl].push(run.cpuUsPerEvent);
+            server[impl].push(run.serverUsPerEvent);
           }
         }
         for (const impl of impls) {
           d[`${impl}_${workers}w_b${batch}`] = median(samples[impl]);
           // The workers' CPU per event, where they report it (the library's).
           const us = median(cpu[impl]);
-          const perEvent = Number.isNaN(us) ? '' : `; workers' CPU ${us.toFixed(1)} µs/event`;
+          const serverUs = median(server[impl]);
+          const perEvent =
+            (Number.isNaN(us) ? '' : `; workers' CPU ${us.toFixed(1)} µs/event`) +
+            (Number.isNaN(serverUs) ? '' : `; server's CPU ${serverUs.toFixed(1)} µs/event`);
           log(`   ${impl} ${workers}w b${batch}: ${samples[impl].map(Math.round).join(', ')}/s${perEvent}`);
         }
       }
