@@ -147,6 +147,9 @@ export class AttemptRunner {
     const count = pending.length;
     // A topic without targets: its attempt fails (see `failed`).
     if (count === 0) return Promise.resolve([]);
+    // One target, the common case, without arrays: an array made here per event (an outcomes array of
+    // `new Array(n)`) sent V8's allocation-site pretenuring into keeping such short-lived objects, and
+    // doubled the worker's CPU per event (bench/results/2026-12-06-drain-cpu.md).
     if (count === 1) {
       const message = new DeliveredMessage(event, aborts[0], false, token);
       const slot = slots?.[0];
