@@ -97,68 +97,81 @@ export class ClaimedBatch {
     const { ledger, recorder } = this.ctx;
     const acks = new AckBuffer(recorder, this.scope);
     const untrack = ledger.trackAcks(acks);
-    let outcomes: Array<{ error: unknown } | undefined> = [];
+    let failures: Failure[] = [];
     try {
-      outcomes = await (alone ? this.alone(events[0], acks) : this.asLanesFree(events, acks));
+      failures = await (alone ? this.alone(events[0], acks) : this.asLanesFree(events, acks));
     } finally {
       untrack();
       await acks.close();
     }
-    const failed = outcomes.find((outcome) => outcome !== undefined);
-    if (failed) throw failed.error;
+    if (failures.length > 0) throw failures[0].error;
   }
 
   /**
-   * Starts `events` in order, each on a lane of its own as one is free; resolves with their outcomes once
-   * all have ended. Lanes call back rather than resolve a promise: every event passes here.
+   * Starts `events` in order, each on a lane of its own as one is free; resolves with what failed once
+   * all have ended. Lanes call back, and so do the events: every event passes here. An event that ends
+   * at once gives its lane to the next here, in this loop, not in a call deeper for each.
    */
-  private asLanesFree(events: ClaimedEvent[], acks: AckBuffer): Promise<Array<{ error: unknown } | undefined>> {
+  private asLanesFree(events: ClaimedEvent[], acks: AckBuffer): Promise<Failure[]> {
     const { lanes } = this.ctx;
     return new Promise((resolve) => {
-      const deliveries: Array<Promise<{ error: unknown } | undefined>> = [];
+      const failures: Failure[] = [];
+      let next = 0;
+      let ended = 0;
+      let owed = 0;
+      let starting = false;
+      const onEnded = (failure: Failure | undefined) => {
+        if (failure) failures.push(failure);
+        if (++ended === events.length) resolve(failures);
+      };
       const start = () => {
-        deliveries.push(this.onLane(events[deliveries.length], acks, false));
-        if (deliveries.length < events.length) lanes.whenFree(start);
-        else resolve(Promise.all(deliveries));
+        owed++;
+        if (starting) return;
+        starting = true;
+        while (owed > 0) {
+          owed--;
+          this.onLane(events[next++], acks, false, onEnded);
+          if (next < events.length) lanes.whenFree(start);
+        }
+        starting = false;
       };
       lanes.whenFree(start);
     });
   }
 
   /** A crash suspect, on every lane, once every success of the instance is written (it may end the process). */
-  private async alone(event: ClaimedEvent, acks: AckBuffer): Promise<Array<{ error: unknown } | undefined>> {
+  private async alone(event: ClaimedEvent, acks: AckBuffer): Promise<Failure[]> {
     await this.ctx.lanes.take(true);
     await this.ctx.ledger.flushAcks();
-    return [await this.onLane(event, acks, true)];
+    return new Promise((resolve) => this.onLane(event, acks, true, (failure) => resolve(failure ? [failure] : [])));
   }
 
   /**
-   * Delivers `event` (and its run) on the lane it took and gives the lane back. Never rejects: resolves
-   * with what it threw, kept for after the others (an unhandled rejection would end the process). Not an
-   * async function: every event passes here, and an event without a run costs one promise more than its
-   * delivery.
+   * Delivers `event` (and its run) on the lane it took, gives the lane back and tells `ended` what failed,
+   * if anything: kept for after the others (an unhandled rejection would end the process). Never throws.
    */
-  private onLane(event: ClaimedEvent, acks: AckBuffer, alone: boolean): Promise<{ error: unknown } | undefined> {
+  private onLane(event: ClaimedEvent, acks: AckBuffer, alone: boolean, ended: (failure?: Failure) => void): void {
     const { lanes } = this.ctx;
     const run = this.claim.runs.get(event.id);
-    let delivering: Promise<boolean | void>;
-    try {
-      delivering = run ? this.inOrder(event, run, acks) : this.attempts.deliver(event);
-    } catch (error) {
-      lanes.give(alone);
-      return Promise.resolve({ error });
+    if (run) {
+      // An async function: what it throws, it rejects with.
+      void this.inOrder(event, run, acks).then(
+        () => {
+          lanes.give(alone);
+          ended();
+        },
+        (error: unknown) => {
+          lanes.give(alone);
+          ended({ error });
+        },
+      );
+      return;
     }
-    return delivering.then(
-      (delivered) => {
-        if (delivered) acks.add(event);
-        lanes.give(alone);
-        return undefined;
-      },
-      (error: unknown) => {
-        lanes.give(alone);
-        return { error };
-      },
-    );
+    this.attempts.attempt(event, (delivered, failure) => {
+      if (delivered) acks.add(event);
+      lanes.give(alone);
+      ended(failure);
+    });
   }
 
   /**
@@ -194,4 +207,9 @@ export class ClaimedBatch {
     const ids = rest.filter((e) => this.ctx.ledger.leaveWaiting(e.id, this.scope)).map((e) => e.id);
     if (ids.length > 0) await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'order');
   }
+}
+
+/** What the outbox itself threw while it delivered an event (a handler's failure is recorded, not thrown). */
+interface Failure {
+  error: unknown;
 }

@@ -54,6 +54,18 @@ describe.each(backends())('batches and their acknowledgements on %s', (backend) 
     expect(statements.filter((q) => /^\s*UPDATE .*'delivered'/s.test(q))).toHaveLength(1);
   });
 
+  it('delivers a long claim of synchronous handlers on one lane, in claim order', async () => {
+    // The largest claim there is. Each event ends before its lane's next one starts, all in one turn of
+    // the event loop: the lane passes on in a loop, not a call deeper per event, or the stack overflows.
+    const { app, b } = await start({ worker: { batchSize: 5000, concurrency: 1 } });
+    const published = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany(Array.from({ length: 5000 }, (_, n) => ({ topic: 'plain', payload: { n } }))),
+    );
+    expect(await app.worker.drain()).toEqual(drained({ delivered: 5000 }));
+    expect(b.calls.map((call) => call.message.id)).toEqual(published.map((event) => event.id));
+    expect((await outboxRows(app)).every((r) => r.status === 'delivered')).toBe(true);
+  });
+
   it('acknowledges the successes of a slow batch while the batch still runs', async () => {
     const { app, b, row } = await start({ worker: { batchSize: 3, concurrency: 1 } });
     // One at a time: a quick one, one whose work outlasts the 250 ms flush interval, one held open.
