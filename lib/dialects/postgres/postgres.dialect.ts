@@ -37,12 +37,19 @@ const picking = (table: OutboxTable, limit: string) =>
   `SELECT "id" FROM ${quoteTable(table)} WHERE "status" = 'pending' AND "available_at" <= now() ` +
   `ORDER BY "available_at", "id" LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
 
-/** What a claim returns: times as epoch milliseconds, a number, where a timestamp is parsed from text. */
-const RETURNED = CLAIMED.map(({ name, kind }) =>
-  kind === 'time'
-    ? `(extract(epoch FROM o.${quoteIdent(name)}) * 1000)::float8 AS ${quoteIdent(name)}`
-    : `o.${quoteIdent(name)}`,
-).join(', ');
+/**
+ * What a claim returns: times as epoch milliseconds, a number, where a timestamp is parsed from text; a
+ * JSON column at its empty value (no headers, no completed handler) as NULL, which the decoder reads as
+ * that value, so the driver parses no JSON for it.
+ */
+const RETURNED = CLAIMED.map(({ name, kind, whenNull }) => {
+  const column = `o.${quoteIdent(name)}`;
+  // date_part, not extract: a float8 at once, where extract computes a numeric (PostgreSQL 14+).
+  if (kind === 'time') return `date_part('epoch', ${column}) * 1000 AS ${quoteIdent(name)}`;
+  if (kind === 'json' && whenNull)
+    return `NULLIF(${column}, '${JSON.stringify(whenNull())}'::jsonb) AS ${quoteIdent(name)}`;
+  return column;
+}).join(', ');
 
 /**
  * PostgreSQL 13+: `timestamptz` and `jsonb`, a partial index on claimable rows, and a claim that is one

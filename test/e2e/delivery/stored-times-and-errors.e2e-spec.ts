@@ -61,7 +61,7 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
       backend,
       table: from?.table,
       sqlitePath: from?.sqlitePath,
-      providers: [Upstream, Garbled],
+      providers: [Upstream, Garbled, Seen],
       outbox: { retry: { maxAttempts, initialDelayMs: retryDelayMs, maxDelayMs: retryDelayMs } },
     });
     if (from) await from.close();
@@ -82,6 +82,33 @@ describe.each(backends())('stored times and errors on %s', (backend) => {
     const [row] = (await outboxRows(app)).filter((r) => r.id === id);
     // The database and this process share one clock here; a few ms of slack for its resolution.
     expect(instant(row.available_at)).toBeGreaterThanOrEqual(calledAt + 2000 - 5);
+  });
+
+  it('gives a handler the createdAt its row holds, to the millisecond, its microseconds cut off', async () => {
+    const app = await start(3);
+    const [onTheMs, withMicros] = await app.txHost.withTransaction(() =>
+      app.outbox.publishMany([1, 2].map((n) => ({ topic: 'tz.check', payload: { n } }))),
+    );
+    // SQLite stores milliseconds; the others keep microseconds, which a Date cannot hold.
+    const stored = (micros: string) =>
+      backend === 'postgres'
+        ? `'2026-01-02T03:04:05.678${micros}Z'::timestamptz`
+        : backend === 'mariadb'
+          ? `'2026-01-02 03:04:05.678${micros}'`
+          : `'2026-01-02T03:04:05.678Z'`;
+    for (const [event, micros] of [
+      [onTheMs, '000'],
+      [withMicros, '999'],
+    ] as const) {
+      await app.dataSource.query(
+        app.sql(`UPDATE "${app.table}" SET "created_at" = ${stored(micros)} WHERE "id" = '${event.id}'`),
+      );
+    }
+    await app.worker.drain();
+    const seen = app.module.get(Seen).messages;
+    expect(seen.map((m) => [m.id, m.createdAt.toISOString()]).sort()).toEqual(
+      [onTheMs.id, withMicros.id].map((id) => [id, '2026-01-02T03:04:05.678Z']).sort(),
+    );
   });
 
   // RELIABILITY case 30: the dead letter keeps the real error of the last attempt.
