@@ -6,6 +6,11 @@ export interface Watch {
   end(): void;
 }
 
+/** What a watch expires: told once, when its deadline passes before the watch ends. */
+export interface Expiring {
+  expire(): void;
+}
+
 class WatchEntry implements Watch {
   prev: WatchEntry | undefined;
   next: WatchEntry | undefined;
@@ -14,7 +19,7 @@ class WatchEntry implements Watch {
   constructor(
     readonly list: WatchList,
     readonly deadline: number,
-    readonly expire: () => void,
+    readonly target: Expiring,
   ) {}
 
   end(): void {
@@ -61,11 +66,11 @@ export class HandlerWatchdog {
   private armedFor = Infinity;
   private live = 0;
 
-  /** Calls `expire` once `timeoutMs` have passed, unless the returned watch ends first. */
-  watch(timeoutMs: number, expire: () => void): Watch {
+  /** Tells `target` to expire once `timeoutMs` have passed, unless the returned watch ends first. */
+  watch(timeoutMs: number, target: Expiring): Watch {
     let list = this.lists.get(timeoutMs);
     if (!list) this.lists.set(timeoutMs, (list = new WatchList(this)));
-    const entry = new WatchEntry(list, performance.now() + timeoutMs, expire);
+    const entry = new WatchEntry(list, performance.now() + timeoutMs, target);
     list.push(entry);
     if (this.live++ === 0) this.timer?.ref();
     if (entry.deadline < this.armedFor) this.arm(entry.deadline);
@@ -104,6 +109,6 @@ export class HandlerWatchdog {
     }
     if (next < Infinity) this.arm(next);
     // After the bookkeeping: an expiry may start new calls (and so new watches).
-    for (const entry of expired) entry.expire();
+    for (const entry of expired) entry.target.expire();
   }
 }

@@ -21,8 +21,8 @@ export class LazyAbort {
    */
   committing = false;
 
-  /** Set by the run this belongs to: ends the wait for its outcome at once, with `reason`. */
-  onGiveUp: ((reason: unknown) => void) | undefined;
+  /** Set by the run this belongs to: told to end the wait for its outcome at once, with `reason`. */
+  onGiveUp: { gaveUp(reason: unknown): void } | undefined;
 
   /** Why it was aborted, once it was: a call that has not started yet then never starts. */
   get abortedWith(): { reason: unknown } | undefined {
@@ -42,6 +42,6 @@ export class LazyAbort {
    */
   giveUp(reason: unknown): void {
     this.abort(reason);
-    this.onGiveUp?.(reason);
+    this.onGiveUp?.gaveUp(reason);
   }
 }

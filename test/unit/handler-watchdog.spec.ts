@@ -16,7 +16,7 @@ describe('HandlerWatchdog', () => {
     const dog = new HandlerWatchdog();
     const started = performance.now();
     const { at, expire } = expiry();
-    dog.watch(30, expire);
+    dog.watch(30, { expire });
     // Node's timers count whole milliseconds of the loop's clock: allow the sub-millisecond rounding.
     expect((await at) - started).toBeGreaterThanOrEqual(29);
   });
@@ -24,9 +24,9 @@ describe('HandlerWatchdog', () => {
   it('never expires a call that ended, and still expires the others', async () => {
     const dog = new HandlerWatchdog();
     const ended = jest.fn();
-    const watch = dog.watch(10, ended);
+    const watch = dog.watch(10, { expire: ended });
     const { at, expire } = expiry();
-    dog.watch(40, expire);
+    dog.watch(40, { expire });
     watch.end();
     watch.end();
     await at;
@@ -38,8 +38,8 @@ describe('HandlerWatchdog', () => {
     const order: string[] = [];
     const long = expiry();
     const short = expiry();
-    dog.watch(200, () => (order.push('long'), long.expire()));
-    dog.watch(20, () => (order.push('short'), short.expire()));
+    dog.watch(200, { expire: () => (order.push('long'), long.expire()) });
+    dog.watch(20, { expire: () => (order.push('short'), short.expire()) });
     await short.at;
     expect(order).toEqual(['short']);
     await long.at;
@@ -51,9 +51,11 @@ describe('HandlerWatchdog', () => {
     const expired: number[] = [];
     const last = expiry();
     const watches = Array.from({ length: 1000 }, (_, i) =>
-      dog.watch(25, () => {
-        expired.push(i);
-        if (i === 999) last.expire();
+      dog.watch(25, {
+        expire: () => {
+          expired.push(i);
+          if (i === 999) last.expire();
+        },
       }),
     );
     watches.forEach((watch, i) => i % 2 === 0 && watch.end());
@@ -64,14 +66,14 @@ describe('HandlerWatchdog', () => {
   it('keeps the process alive only while a call is watched', () => {
     const dog = new HandlerWatchdog();
     const before = timers();
-    const a = dog.watch(60_000, jest.fn());
-    const b = dog.watch(1_000, jest.fn());
+    const a = dog.watch(60_000, { expire: jest.fn() });
+    const b = dog.watch(1_000, { expire: jest.fn() });
     expect(timers()).toBe(before + 1);
     a.end();
     expect(timers()).toBe(before + 1);
     b.end();
     expect(timers()).toBe(before);
-    const c = dog.watch(1_000, jest.fn());
+    const c = dog.watch(1_000, { expire: jest.fn() });
     expect(timers()).toBe(before + 1);
     c.end();
     expect(timers()).toBe(before);
@@ -80,7 +82,7 @@ describe('HandlerWatchdog', () => {
   it('watches calls started by an expiry', async () => {
     const dog = new HandlerWatchdog();
     const second = expiry();
-    dog.watch(10, () => dog.watch(10, second.expire));
+    dog.watch(10, { expire: () => dog.watch(10, { expire: second.expire }) });
     await expect(second.at).resolves.toEqual(expect.any(Number));
   });
 });

@@ -53,7 +53,7 @@ describe('LeaseRenewal', () => {
     const scope = { token: 'T', total };
     const running = new LazyAbort();
     const gaveUp = jest.fn();
-    running.onGiveUp = gaveUp;
+    running.onGiveUp = { gaveUp };
     ledger.claimed(scope, [{ id: 'waiting' }], []);
     ledger.started('running', 'T', [running]);
     // Another claim's event: never renewed by this one.
