@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { ClaimedEvent } from '../interfaces/claimed-event.interface';
-import type { OutboxAttemptOutcome, OutboxAttemptSpan } from '../interfaces/outbox-tracing.interface';
+import type { OutboxAttemptSpan } from '../interfaces/outbox-tracing.interface';
 import { leaseMarginMs } from '../utils/lease-margin';
 import type { BatchContext } from './batch-context';
 import { DeliveredMessage } from './delivered-message';
@@ -10,6 +10,7 @@ import type { HandlerOutcome } from './handler-invoker';
 import { LazyAbort } from './lazy-abort';
 import type { LeaseRenewal } from './lease-renewal';
 import { takeSlots } from './target-slots';
+import { AttemptWrites, failed } from './attempt-writes';
 
 /**
  * One claim's attempts, an event at a time: within what is left of the lease, the event's pending
@@ -18,6 +19,9 @@ import { takeSlots } from './target-slots';
  * left to the claim, which acknowledges them in batches.
  */
 export class AttemptRunner {
+  /** What an attempt that did not simply succeed writes. */
+  private readonly writes: AttemptWrites;
+
   constructor(
     private readonly ctx: BatchContext,
     private readonly scope: ClaimScope,
@@ -25,7 +29,9 @@ export class AttemptRunner {
     private readonly claimedAt: number,
     /** The claim's lease renewal, with `worker.renewLease` once it runs. */
     private readonly renewalOf: () => LeaseRenewal | undefined,
-  ) {}
+  ) {
+    this.writes = new AttemptWrites(ctx, scope);
+  }
 
   /** How long the lease is sure to last from now, in ms, by this process's clock. */
   private leaseLeftMs(renewal: LeaseRenewal | undefined): number {
@@ -91,9 +97,9 @@ export class AttemptRunner {
     // Renewed, the lease need only last until the next renewal; else, until the longest timeout ends.
     const needed = renewal ? renewal.intervalMs + margin : longestTimeoutMs(pending) + margin;
     // Handed back with its attempt, rather than started where the lease cannot cover it.
-    if (ledger.stopping || needed > this.leaseLeftMs(renewal)) return this.givenBack(event, ahead);
+    if (ledger.stopping || needed > this.leaseLeftMs(renewal)) return this.writes.givenBack(event, ahead);
     const { now, slots, full } = takeSlots(pending);
-    if (now.length === 0 && full.length > 0) return this.deferredUnrun(event, ahead, full);
+    if (now.length === 0 && full.length > 0) return this.writes.deferred(event, ahead, [], full, undefined);
     const aborts = now.map(() => new LazyAbort());
     ledger.started(event.id, token, aborts);
     // Its span (with tracing): the handlers run in it; it ends with the attempt's outcome.
@@ -106,7 +112,7 @@ export class AttemptRunner {
       try {
         settled =
           this.settle(event, renewal, span, full, one, all) ??
-          this.unsettled(event, ahead, handlers.length, now, full, span, one, all);
+          this.writes.unsettled(event, { ahead, targets: handlers.length, now, full, span, outcomes: all ?? [one!] });
       } catch (error) {
         done(false, { error });
         return;
@@ -135,7 +141,7 @@ export class AttemptRunner {
   /**
    * What the targets' outcomes (`one`, the only target's, or `all`) make of the attempt when nothing is
    * left to write of it: false when its lease was lost, true when every target ran and succeeded (it is
-   * acknowledged in a batch); else undefined, for `unsettled`. Allocates nothing: every event passes here.
+   * acknowledged in a batch); else undefined, for `AttemptWrites.unsettled`. Allocates nothing: every event passes here.
    */
   private settle(
     event: ClaimedEvent,
@@ -154,65 +160,6 @@ export class AttemptRunner {
     if (one !== undefined && !failed(one)) return succeeded(span);
     if (all !== undefined && all.length > 0 && !all.some(failed)) return succeeded(span);
     return undefined;
-  }
-
-  /** An attempt with a target that failed or was full (or with none): written on an async path. */
-  private unsettled(
-    event: ClaimedEvent,
-    ahead: (() => Promise<boolean>) | undefined,
-    targets: number,
-    now: readonly DeliveryTarget[],
-    full: readonly DeliveryTarget[],
-    span: OutboxAttemptSpan | undefined,
-    one: HandlerOutcome | undefined,
-    all: HandlerOutcome[] | undefined,
-  ): Promise<boolean> {
-    const outcomes = all ?? [one!];
-    const ran = { ahead, targets, now, full, outcomes, span };
-    return targets > 0 && !outcomes.some(failed) ? this.partlyDeferred(event, ran) : this.failed(event, ran);
-  }
-
-  /** Not started (shutdown began, or too little lease is left): handed back with its attempt uncounted. */
-  private async givenBack(event: ClaimedEvent, ahead: (() => Promise<boolean>) | undefined): Promise<boolean> {
-    if (await settledAhead(ahead)) await this.ctx.recorder.giveBackUnstarted(event.id, this.scope);
-    return false;
-  }
-
-  /** Every target of `event` that has not succeeded yet is full: it goes back unrun, due when one has a slot. */
-  private async deferredUnrun(
-    event: ClaimedEvent,
-    ahead: (() => Promise<boolean>) | undefined,
-    full: readonly DeliveryTarget[],
-  ): Promise<boolean> {
-    if (await settledAhead(ahead)) await this.ctx.recorder.defer(event, this.scope, [], full);
-    return false;
-  }
-
-  /** The targets that ran succeeded, and others were full: it goes back with theirs recorded. */
-  private async partlyDeferred(event: ClaimedEvent, attempt: RanAttempt): Promise<boolean> {
-    const { ahead, now, full, span } = attempt;
-    let outcome: OutboxAttemptOutcome = 'not-recorded';
-    try {
-      const succeeded = now.map((target) => target.name);
-      if ((await settledAhead(ahead)) && (await this.ctx.recorder.defer(event, this.scope, succeeded, full)))
-        outcome = 'deferred';
-      return false;
-    } finally {
-      span?.end(outcome);
-    }
-  }
-
-  /** Some target failed (or there was none): retried or dead-lettered. */
-  private async failed(event: ClaimedEvent, attempt: RanAttempt): Promise<boolean> {
-    const { ahead, targets, outcomes, span } = attempt;
-    let outcome: OutboxAttemptOutcome = 'not-recorded';
-    try {
-      if (span) for (const o of outcomes) if ('error' in o) span.failed(o.handler.name, o.error);
-      if (await settledAhead(ahead)) outcome = await this.ctx.recorder.fail(event, this.scope, targets, outcomes);
-      return false;
-    } finally {
-      span?.end(outcome);
-    }
   }
 
   /**
@@ -292,31 +239,10 @@ export type AttemptDone = (delivered: boolean, failure?: { error: unknown }) => 
 /** The targets' outcomes: `one`, that of an event's only target, or `all`, in the targets' order. */
 type Ended = (one: HandlerOutcome | undefined, all: HandlerOutcome[] | undefined) => void;
 
-/** What an attempt whose targets ran leaves to record when it did not simply succeed. */
-interface RanAttempt {
-  readonly ahead: (() => Promise<boolean>) | undefined;
-  /** How many targets the event's topic has. */
-  readonly targets: number;
-  /** The targets that ran, and those that were full. */
-  readonly now: readonly DeliveryTarget[];
-  readonly full: readonly DeliveryTarget[];
-  readonly outcomes: HandlerOutcome[];
-  readonly span: OutboxAttemptSpan | undefined;
-}
-
-function failed(outcome: HandlerOutcome): boolean {
-  return 'error' in outcome;
-}
-
 /** An attempt every target of which succeeded: its span ends so. */
 function succeeded(span: OutboxAttemptSpan | undefined): true {
   span?.end('success');
   return true;
-}
-
-/** Whether the successes of the key ahead of an event were written (`ahead`; none to wait for without it). */
-async function settledAhead(ahead: (() => Promise<boolean>) | undefined): Promise<boolean> {
-  return ahead === undefined || ahead();
 }
 
 /** The longest timeout of `targets`, 0 with none. */
