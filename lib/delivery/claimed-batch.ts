@@ -42,7 +42,7 @@ export class ClaimedBatch {
   /** Runs the claim; returns how many events it gave back unstarted for a later claim. */
   async process(): Promise<number> {
     const { claim, scope, ctx } = this;
-    ctx.recorder.claimed(claim, scope.total);
+    ctx.recorder.reports.claimed(claim, scope.total);
     // Counted as unstarted before anything is awaited: the claiming run claims again only once they start.
     const followers = [...claim.runs.values()].flat();
     ctx.ledger.claimed(scope, claim.events, followers);
@@ -83,7 +83,7 @@ export class ClaimedBatch {
       gaveBack = await this.ctx.recorder.releaseUnstarted(ids, this.scope, 'isolation');
     }
     await this.inLanes(events.filter((e) => !suspects.includes(e)));
-    this.ctx.recorder.runsAlone(alone);
+    this.ctx.recorder.reports.runsAlone(alone);
     await this.inLanes([alone], true);
     return gaveBack;
   }

@@ -86,7 +86,7 @@ export class LeaseRenewal {
     try {
       renewed = new Set(await store.renew(ids, this.scope.token, this.leaseMs));
     } catch (error) {
-      this.ctx.recorder.renewalFailed(ids.length, this.intervalMs, error);
+      this.ctx.recorder.reports.renewalFailed(ids.length, this.intervalMs, error);
       return;
     }
     // Shutdown has released what it holds since: a refusal now says nothing about the lease.
@@ -103,6 +103,6 @@ export class LeaseRenewal {
     for (const id of ids) this.lost.add(id);
     // Those not started yet are skipped by their lanes; the running ones' handlers are aborted.
     this.ctx.ledger.lost(ids, this.scope, (id) => new OutboxLeaseLostError(id));
-    this.ctx.recorder.renewalLost(ids, this.scope.total);
+    this.ctx.recorder.reports.renewalLost(ids, this.scope.total);
   }
 }

@@ -1,14 +1,14 @@
 import type { Logger } from '@nestjs/common';
 import type { ClaimedEvent, FailureUpdate } from '../interfaces/claimed-event.interface';
-import type { OutboxDeadLetterReason, OutboxLeaseLostEvent, OutboxReleaseReason } from '../events/lifecycle-event';
+import type { OutboxReleaseReason } from '../events/lifecycle-event';
 import type { OutboxEvents } from '../events/outbox-events';
 import type { ResolvedOutboxOptions } from '../interfaces/outbox-options.interface';
 import type { ClaimResult } from '../store/claim-result';
 import type { OutboxStore } from '../store/outbox.store';
 import { aboutEvent, aboutEvents } from '../utils/log-record';
 import type { ClaimScope, DeliveryLedger } from './delivery-ledger';
-import type { OutboxDrainResult } from './drain-result';
-import { deadLetterReason, decideFailure, storableError, undecodableError } from './failure-policy';
+import { decideFailure, storableError, undecodableError } from './failure-policy';
+import { failedNames, OutcomeReports } from './outcome-reports';
 import type { HandlerOutcome } from './handler-invoker';
 import type { DeliveryTarget } from './delivery-targets';
 
@@ -16,16 +16,12 @@ type UndecodableRow = ClaimResult['undecodable'][number];
 /** What a failure's write recorded: `lease-lost` when the lease had run out. */
 type Recorded = 'retried' | 'dead-lettered' | 'lease-lost';
 
-/** What is known of an event that died: a row that could not be decoded has no key, payload or headers. */
-type DeadEvent = Pick<ClaimedEvent, 'id' | 'topic' | 'attempts'> &
-  Partial<Pick<ClaimedEvent, 'key' | 'payload' | 'headers'>>;
-
 /**
  * Where the outcome of every claimed event is recorded, one per worker: the write, fenced by the claim
- * token (acknowledge, fail, release); the count in the drain result; the lifecycle event, built only
- * while someone observes; the log line. A write the database refuses (the claim lost the lease) is
- * counted in `lostLeases` and reported; one it fails, or one tried after shutdown closed the worker, is
- * logged and never thrown: the lease decides then.
+ * token (acknowledge, fail, release, defer), then what it did reported through `reports` (the count in
+ * the drain result, the lifecycle event, the log line: `OutcomeReports`). A write the database refuses
+ * (the claim lost the lease) is counted in `lostLeases` and reported; one it fails, or one tried after
+ * shutdown closed the worker, is logged and never thrown: the lease decides then.
  */
 export class OutcomeRecorder {
   constructor(
@@ -34,22 +30,12 @@ export class OutcomeRecorder {
     private readonly events: OutboxEvents,
     private readonly ledger: DeliveryLedger,
     private readonly logger: Logger,
-  ) {}
-
-  /** A claim leased its events (and rows it could not decode), and dead-lettered those whose last attempt outlived its lease. */
-  claimed(claim: ClaimResult, total: OutboxDrainResult): void {
-    if (this.events.observed) {
-      const leased = claim.undecodable.filter((row) => !row.deadLettered);
-      const runs = [...claim.runs.values()].flat();
-      const ids = [...claim.events, ...runs, ...leased].map((e) => e.id);
-      const { token, durationMs } = claim;
-      if (ids.length > 0) this.events.emit({ type: 'claimed', token, count: ids.length, ids, durationMs });
-    }
-    for (const event of claim.deadLettered) {
-      this.dead(total, event, deadLetterReason(event), 'attempts-exhausted-at-claim', ` (${event.topic})`);
-      this.blocked(event);
-    }
+  ) {
+    this.reports = new OutcomeReports(options, events, logger);
   }
+
+  /** Where what the writes did, and what the worker noticed, is counted, emitted and logged. */
+  readonly reports: OutcomeReports;
 
   /**
    * A claimed row the store could not decode (JSON cut short by MySQL's non-strict `sql_mode`, say):
@@ -63,7 +49,7 @@ export class OutcomeRecorder {
       const update = { deadLetter: true, error: stored, completedHandlers: [], retryDelayMs: 0 };
       if (!(await this.write(row.id, scope, update))) return;
     }
-    this.dead(scope.total, row, error, 'undecodable', '');
+    this.reports.dead(scope.total, row, error, 'undecodable', '');
   }
 
   /** An event some of whose targets failed (or that had none): retried after its backoff, or dead-lettered. */
@@ -85,8 +71,8 @@ export class OutcomeRecorder {
     }
     if (deadLetter) {
       const after = ` (${event.topic}) after attempt ${event.attempts}${nonRetryable ? ' (non-retryable)' : ''}`;
-      this.dead(scope.total, event, errorText, nonRetryable ? 'non-retryable' : 'handler', after, outcomes);
-      this.blocked(event);
+      this.reports.dead(scope.total, event, errorText, nonRetryable ? 'non-retryable' : 'handler', after, outcomes);
+      this.reports.blocked(event);
       return 'dead-lettered';
     }
     const { id, topic, attempts: attempt } = event;
@@ -116,17 +102,8 @@ export class OutcomeRecorder {
         ids,
       );
     } catch (error) {
-      this.storeFailed('move of the key fronts after', ids, error);
+      this.reports.storeFailed('move of the key fronts after', ids, error);
     }
-  }
-
-  /** A dead event that stays its key's head (`deadHead: 'block'`): its key is blocked. */
-  private blocked(event: ClaimedEvent): void {
-    if (event.seq === null || this.options.ordering.skipsDeadHead(event.topic)) return;
-    const { id, topic, key } = event;
-    const text = `Outbox key "${key}" blocked behind its dead head ${id} (${topic}): redrive or discard it`;
-    this.logger.warn(aboutEvent(text, event));
-    if (this.events.observed) this.events.emit({ type: 'key.blocked', key: key!, id, topic });
   }
 
   /** The key of an ordered event whose death lets the next event of its key go on (`deadHead: 'skip'`). */
@@ -137,7 +114,7 @@ export class OutcomeRecorder {
   /** Whether a success may still be buffered for acknowledgement: not once shutdown has closed the worker. */
   mayAcknowledge(id: string): boolean {
     if (!this.ledger.closed) return true;
-    this.logger.warn(aboutEvents(`Outbox acknowledgement of event ${id} skipped: the worker has shut down`, id));
+    this.reports.skipped('acknowledgement', id, '');
     return false;
   }
 
@@ -152,12 +129,12 @@ export class OutcomeRecorder {
       // Some refused (another claim took them): the others are delivered all the same, and said so.
       if (acknowledged < ids.length) written = acknowledged === 0 ? [] : await this.store.deliveredAt(events);
     } catch (error) {
-      this.storeFailed('acknowledgement', ids, error);
+      this.reports.storeFailed('acknowledgement', ids, error);
       return [];
     }
     if (written.length < ids.length) {
       const refused = ids.filter((id) => !written.some((e) => e.id === id));
-      this.refused(refused, refused.length, 'acknowledge', scope.total);
+      this.reports.refused(refused, refused.length, 'acknowledge', scope.total);
       const text = `Outbox acknowledgement of ${refused.length} of ${ids.length} event(s) rejected`;
       this.logger.warn(aboutEvents(`${text}: their lease expired and another claim took them`, refused));
     }
@@ -207,11 +184,11 @@ export class OutcomeRecorder {
     try {
       const released = await this.store.releaseMany(ids, scope.token, true);
       scope.total.released += released;
-      if (released < ids.length) this.refused(ids, ids.length - released, 'release', scope.total);
+      if (released < ids.length) this.reports.refused(ids, ids.length - released, 'release', scope.total);
       else if (this.events.observed) this.events.emit({ type: 'released', ids, uncounted: true, why });
       return released;
     } catch (error) {
-      this.storeFailed('release', ids, error);
+      this.reports.storeFailed('release', ids, error);
       return 0;
     }
   }
@@ -222,34 +199,11 @@ export class OutcomeRecorder {
     try {
       released = await this.store.release(id, token, false);
     } catch (error) {
-      this.storeFailed('release', [id], error);
+      this.reports.storeFailed('release', [id], error);
       return;
     }
-    if (!released) this.refused([id], 1, 'release');
+    if (!released) this.reports.refused([id], 1, 'release');
     else if (this.events.observed) this.events.emit({ type: 'released', ids: [id], uncounted: false, why: 'shutdown' });
-  }
-
-  /** A lease renewal found `ids` no longer held: their handlers were aborted, their outcome is not written. */
-  renewalLost(ids: string[], total: OutboxDrainResult): void {
-    this.refused(ids, ids.length, 'renew', total);
-    const text = `Outbox lease renewal of event(s) ${ids.join(', ')} rejected: their lease expired and another claim took`;
-    this.logger.warn(
-      aboutEvents(`${text} them; their handlers were aborted and their outcome will not be recorded`, ids),
-    );
-  }
-
-  renewalFailed(count: number, retryInMs: number, error: unknown): void {
-    this.logger.error(
-      `Outbox lease renewal of ${count} event(s) failed; trying again in ${retryInMs} ms, ` +
-        `the lease keeps its expiry meanwhile: ${this.options.errorText.describe(error)}`,
-    );
-  }
-
-  /** A crash suspect (its previous attempt outlived its lease) runs alone, after the rest of its claim. */
-  runsAlone(event: ClaimedEvent): void {
-    const { id, topic, attempts } = event;
-    const text = `attempt ${attempts - 1} did not finish before its lease expired; running attempt ${attempts} alone`;
-    this.logger.log(aboutEvent(`Outbox event ${id} (${topic}): ${text}`, event));
   }
 
   /** The fenced write of one event's failure (`update`) or, without it, its release uncounted. */
@@ -271,67 +225,18 @@ export class OutcomeRecorder {
     run: () => Promise<boolean>,
   ): Promise<boolean> {
     if (this.ledger.closed) {
-      const text = `Outbox ${what} of event ${id} skipped: the worker has shut down; its lease will expire`;
-      this.logger.warn(aboutEvents(text, id));
+      this.reports.skipped(what, id, '; its lease will expire');
       return false;
     }
     try {
       if (await run()) return true;
-      this.refused([id], 1, what === 'failure' ? 'fail' : 'release', scope.total);
+      this.reports.refused([id], 1, what === 'failure' ? 'fail' : 'release', scope.total);
       const text = `Outbox ${what} of event ${id} rejected: its lease expired and another claim took it`;
       this.logger.warn(aboutEvents(text, id));
       return false;
     } catch (error) {
-      this.storeFailed(what, [id], error);
+      this.reports.storeFailed(what, [id], error);
       return false;
     }
   }
-
-  /**
-   * `count` of the fenced writes of `ids` were refused: the claim lost their lease. A release of many does
-   * not say which: then `ids` are all it tried.
-   */
-  private refused(ids: string[], count: number, what: OutboxLeaseLostEvent['what'], total?: OutboxDrainResult): void {
-    if (total) total.lostLeases += count;
-    if (this.events.observed) this.events.emit({ type: 'lease.lost', ids, count, what });
-  }
-
-  /** Dead: counted, reported and logged; `where` follows the id in the log line, `outcomes` are its attempt's. */
-  private dead(
-    total: OutboxDrainResult,
-    event: DeadEvent,
-    error: string,
-    reason: OutboxDeadLetterReason,
-    where: string,
-    outcomes: readonly HandlerOutcome[] = [],
-  ): void {
-    total.deadLettered++;
-    this.options.testing?.eventDeadLettered({
-      id: event.id,
-      topic: event.topic,
-      key: event.key ?? null,
-      payload: event.payload,
-      headers: { ...event.headers },
-      attempt: event.attempts,
-      error: this.options.errorText.redact(error),
-    });
-    if (this.events.observed) {
-      const { id, topic, attempts: attempt } = event;
-      const failedHandlers = failedNames(outcomes);
-      this.events.emit({ type: 'dead-lettered', id, topic, attempt, error, reason, failedHandlers });
-    }
-    const text = `Dead-lettered outbox event ${event.id}${where}: ${error}`;
-    this.logger.error(aboutEvent(text, event));
-  }
-
-  private storeFailed(what: string, ids: string[], error: unknown): void {
-    const described = this.options.errorText.describe(error);
-    const text = `Outbox ${what} of event ${ids.join(', ')} failed; its lease will expire: ${described}`;
-    this.logger.error(aboutEvents(text, ids.length === 1 ? ids[0] : ids));
-  }
-}
-
-/** The names of the targets that failed, for the lifecycle events (built only while someone observes). */
-function failedNames(outcomes: readonly HandlerOutcome[]): string[] {
-  return outcomes.filter((o) => 'error' in o).map((o) => o.handler.name);
 }
