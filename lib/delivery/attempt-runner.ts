@@ -111,7 +111,7 @@ export class AttemptRunner {
       let settled: boolean | Promise<boolean>;
       try {
         settled =
-          this.settle(event, renewal, span, full, one, all) ??
+          this.settle(event, renewal, span, handlers.length, full, one, all) ??
           this.writes.unsettled(event, { ahead, targets: handlers.length, now, full, span, outcomes: all ?? [one!] });
       } catch (error) {
         done(false, { error });
@@ -147,6 +147,7 @@ export class AttemptRunner {
     event: ClaimedEvent,
     renewal: LeaseRenewal | undefined,
     span: OutboxAttemptSpan | undefined,
+    targets: number,
     full: readonly DeliveryTarget[],
     one: HandlerOutcome | undefined,
     all: HandlerOutcome[] | undefined,
@@ -156,9 +157,9 @@ export class AttemptRunner {
       span?.end('lease-lost');
       return false;
     }
-    if (full.length > 0) return undefined;
-    if (one !== undefined && !failed(one)) return succeeded(span);
-    if (all !== undefined && all.length > 0 && !all.some(failed)) return succeeded(span);
+    // A topic without targets fails; one whose targets all succeeded before (none ran now) succeeds.
+    if (full.length > 0 || targets === 0) return undefined;
+    if (one !== undefined ? !failed(one) : !all!.some(failed)) return succeeded(span);
     return undefined;
   }
 

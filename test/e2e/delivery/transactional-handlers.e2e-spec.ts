@@ -169,6 +169,19 @@ describe.each(backends())('transactional handlers on %s', (backend) => {
     expect(await orders()).toEqual([`${id}#1`]);
   });
 
+  it('acknowledges, running nothing, an event whose every target succeeded before its acknowledgement was lost', async () => {
+    // As a worker that died after the handler's transaction committed leaves it: its success recorded, the
+    // event still pending.
+    const [{ id }] = await publish('ledger.entry');
+    const done = app.backend === 'postgres' ? `'["Ledger.entry"]'::jsonb` : `'["Ledger.entry"]'`;
+    await app.dataSource.query(
+      app.sql(`UPDATE "${app.table}" SET "completed_handlers" = ${done} WHERE "id" = '${id}'`),
+    );
+    expect(await app.worker.drain()).toMatchObject({ delivered: 1, failed: 0, deferred: 0, deadLettered: 0 });
+    expect(script.calls).toEqual([]);
+    expect((await outboxRows(app)).find((r) => r.id === id)).toMatchObject({ status: 'delivered' });
+  });
+
   it('leaves nothing of an attempt whose claim was lost before the handler committed', async () => {
     script.afterWrites = async (message) => {
       if (message.attempt > 1) return;
